@@ -1,0 +1,208 @@
+"""Trajectory capture models: a trajectory is a tree of decision points an agent went through.
+
+These models are the ingestion boundary, so they reject what the stores cannot hold (NUL bytes,
+non-JSON values) at parse time rather than deep inside a database driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from cluster.core.errors import InvalidInput, LimitExceeded
+
+
+def _no_nul(value: Any) -> Any:
+    """Reject NUL bytes anywhere in a string or JSON value: Postgres text cannot store them."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("NUL bytes (\\x00) are not allowed in text")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _no_nul(key)
+            _no_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _no_nul(item)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+JsonObject = Annotated[dict[str, JsonValue], AfterValidator(_no_nul)]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Frozen(BaseModel):
+    """Base for domain values: immutable, and unknown fields are an error rather than silently dropped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ResultStatus(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    PARTIAL = "partial"
+
+
+class ExecutionResult(Frozen):
+    """What happened when the chosen action ran."""
+
+    status: ResultStatus = Field(description="success, failure or partial.")
+    summary: Text | None = Field(default=None, max_length=2000, description="One-line outcome, e.g. an error.")
+    data: JsonObject = Field(default_factory=dict, description="Any further structured result.")
+
+
+class NodeIn(Frozen):
+    """One decision point or execution step as an agent reports it."""
+
+    node_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Client-made id; made here if absent.")
+    parent_id: uuid.UUID | None = Field(default=None, description="The node this one follows; empty for the root.")
+    timestamp: int = Field(default_factory=now_ms, ge=0, description="Milliseconds since the epoch.")
+    context_snapshot: JsonObject = Field(
+        default_factory=dict, description="What the agent saw: goal, last result summary, tools in view."
+    )
+    available_actions: list[Name] = Field(min_length=1, max_length=200, description="Actions it could take.")
+    chosen_action: Name = Field(description="The action it took; one of available_actions.")
+    action_params: JsonObject = Field(default_factory=dict, description="Parameters of the chosen action.")
+    execution_result: ExecutionResult
+    llm_reasoning: Text | None = Field(default=None, max_length=20_000)
+
+    @model_validator(mode="after")
+    def _chosen_is_available(self) -> Self:
+        if self.chosen_action not in self.available_actions:
+            raise ValueError(
+                f"chosen_action {self.chosen_action!r} is not in available_actions {self.available_actions!r}"
+            )
+        if self.parent_id == self.node_id:
+            raise ValueError("a node cannot be its own parent")
+        return self
+
+    @property
+    def is_decision(self) -> bool:
+        """Only a choice among several actions is a decision; a single-action step is execution."""
+        return len(set(self.available_actions)) > 1
+
+    def context_bytes(self) -> int:
+        return len(canonical_json(self.context_snapshot).encode())
+
+    def payload_hash(self) -> str:
+        """Identity of a node's content for idempotent retries.
+
+        The timestamp is left out: a client retrying a node may stamp it again, and it is the
+        same report all the same.
+        """
+        body = self.model_dump(mode="json", exclude={"timestamp"})
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+class Node(NodeIn):
+    """A stored node, with the order it arrived in."""
+
+    seq: int = Field(ge=0, description="Arrival order within the trajectory.")
+
+
+class TrajectoryStatus(StrEnum):
+    OPEN = "open"
+    FINALIZED = "finalized"
+
+
+class AnalysisStatus(StrEnum):
+    NONE = "none"
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+
+
+class TrajectoryHeader(Frozen):
+    """Who ran which task; sent once, when a trajectory starts."""
+
+    trajectory_id: uuid.UUID = Field(default_factory=uuid.uuid4)
+    agent_id: Name
+    role: Name = Field(default="agent", description="e.g. planner, executor, verifier.")
+    task: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_no_nul)]
+    task_type: Name | None = None
+
+
+class Outcome(Frozen):
+    """How the whole task ended."""
+
+    status: ResultStatus
+    summary: Text | None = Field(default=None, max_length=2000)
+    served_template_ids: list[uuid.UUID] = Field(
+        default_factory=list, description="Experience templates the agent was served for this task."
+    )
+
+
+class Trajectory(Frozen):
+    """A whole trajectory as stored, nodes in arrival order."""
+
+    header: TrajectoryHeader
+    owner: Name
+    status: TrajectoryStatus
+    outcome: Outcome | None = None
+    created_at: datetime
+    finalized_at: datetime | None = None
+    nodes: tuple[Node, ...] = ()
+
+    @property
+    def trajectory_id(self) -> uuid.UUID:
+        return self.header.trajectory_id
+
+    def root(self) -> Node | None:
+        return next((n for n in self.nodes if n.parent_id is None), None)
+
+    def children(self) -> dict[uuid.UUID | None, list[Node]]:
+        """Children by parent id (None keys the root), each list in arrival order."""
+        out: dict[uuid.UUID | None, list[Node]] = {}
+        for node in self.nodes:
+            out.setdefault(node.parent_id, []).append(node)
+        return out
+
+    def leaves(self) -> list[Node]:
+        parents = {n.parent_id for n in self.nodes}
+        return [n for n in self.nodes if n.node_id not in parents]
+
+    def paths(self) -> Iterator[list[Node]]:
+        """Every root-to-leaf path."""
+        by_id = {n.node_id: n for n in self.nodes}
+        for leaf in self.leaves():
+            path = [leaf]
+            while path[-1].parent_id is not None:
+                path.append(by_id[path[-1].parent_id])
+            yield path[::-1]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def check_batch(nodes: Sequence[NodeIn], *, max_context_bytes: int, existing_count: int, max_nodes: int) -> None:
+    """Limits a batch of new nodes must meet before anything is written."""
+    for node in nodes:
+        size = node.context_bytes()
+        if size > max_context_bytes:
+            raise LimitExceeded(
+                f"node {node.node_id}: context_snapshot is {size} bytes, over the limit of {max_context_bytes}; "
+                "summarise it (goal, last result, tools in view)"
+            )
+    if existing_count + len(nodes) > max_nodes:
+        raise LimitExceeded(
+            f"trajectory would have {existing_count + len(nodes)} nodes, over max_trajectory_nodes={max_nodes}"
+        )
+    seen: set[uuid.UUID] = set()
+    for node in nodes:
+        if node.node_id in seen:
+            raise InvalidInput(f"node {node.node_id} appears twice in one batch")
+        seen.add(node.node_id)

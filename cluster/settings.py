@@ -1,0 +1,73 @@
+"""All configuration in one validated object, read from ``HINDSIGHT_*`` environment variables.
+
+Defaults are the embedded mode: a SQLite file and a Milvus Lite file under ``data_dir``, local Ray,
+an offline embedding model. Build it once with :func:`load_settings` and pass it down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EmbeddingSettings(BaseModel):
+    provider: Literal["onnx-minilm", "openai"] = Field(
+        default="onnx-minilm", description="onnx-minilm runs offline in-process; openai calls an endpoint."
+    )
+    url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible embeddings endpoint.")
+    model: str = "all-MiniLM-L6-v2"
+    api_key: SecretStr | None = None
+    dimension: int = Field(default=384, ge=1)
+    threads: int = Field(default=1, ge=1, description="Intra-op threads; one is fastest on a busy 2-core box.")
+
+
+class LLMSettings(BaseModel):
+    """Optional OpenAI-compatible chat endpoint that may phrase templates. Nothing requires it."""
+
+    url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HINDSIGHT_", env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = Field(default=Path(".hindsight"), description="Where embedded-mode files live.")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; default sqlite:///<data_dir>/hindsight.db. "
+        "Use postgresql+psycopg://user@host/db for Postgres.",
+    )
+    milvus_uri: str | None = Field(
+        default=None, description="Milvus Lite file or server URI; default <data_dir>/milvus.db."
+    )
+    milvus_token: SecretStr | None = None
+    ray_address: str | None = Field(default=None, description="Join this Ray cluster; default starts a local one.")
+
+    max_trajectory_nodes: Annotated[int, Field(ge=1, le=100_000)] = 500
+    max_context_bytes: Annotated[int, Field(ge=64, le=1_000_000)] = 2048
+    experience_top_k: Annotated[int, Field(ge=1, le=8)] = 5
+    confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    analysis_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 10
+
+    auth_tokens: dict[str, str] = Field(
+        default_factory=dict, description="Bearer token → owner. Empty means development mode: one local owner."
+    )
+    local_owner: str = Field(default="local", min_length=1, description="The owner in development mode and stdio.")
+
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    def sql_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'hindsight.db'}"
+
+    def milvus_target(self) -> str:
+        return self.milvus_uri or str(self.data_dir / "milvus.db")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment; keyword overrides win (handy in notebooks and tests)."""
+    return Settings(**overrides)  # type: ignore[arg-type]

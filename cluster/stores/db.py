@@ -1,0 +1,89 @@
+"""SQL engine, declarative base and unit of work, shared by every SQL store (SQLite and Postgres)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import JSON, MetaData, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.pool import NullPool
+
+# Stable constraint names so migrations are the same on both dialects.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSON on SQLite, JSONB on Postgres (indexable, compact).
+PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine with the pragmas that make SQLite safe for several writers."""
+    if url.startswith("sqlite"):
+        if url not in ("sqlite://", "sqlite:///:memory:"):
+            kwargs.setdefault("poolclass", NullPool)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    # Let SQLAlchemy, not the driver, decide when transactions begin (so BEGIN IMMEDIATE works).
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def _sqlite_on_begin(conn: Any) -> None:
+    # Take the write lock up front: a deferred transaction that later upgrades to a writer can
+    # fail with "database is locked" instead of waiting its turn.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """Owns the engine and hands out units of work: one transaction per request or task."""
+
+    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        self.url = url
+        self.engine = make_engine(url, **engine_kwargs)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """Commit on success, roll back on any error."""
+        with self._sessions.begin() as session:
+            yield session
+
+    def ping(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except Exception:
+            return False
+        return True
+
+    def dispose(self) -> None:
+        self.engine.dispose()
