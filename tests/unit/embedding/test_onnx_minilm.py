@@ -1,0 +1,122 @@
+"""The offline MiniLM embedder: unit vectors, sentence-transformers-like similarity, integrity checks."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.core.errors import StoreUnavailable
+from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
+from cluster.embedding.onnx_minilm import MODEL_SHA256, TOKENIZER_PATH, default_model_path, file_sha256
+
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "Someone in a gorilla costume is playing a set of drums.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder()
+
+
+def test_installed_model_matches_the_pinned_hash() -> None:
+    assert file_sha256(default_model_path()) == MODEL_SHA256
+
+
+def test_tokenizer_ships_with_the_package() -> None:
+    assert TOKENIZER_PATH.is_file()
+
+
+def test_vectors_have_unit_norm_and_the_model_dimension(embedder: OnnxMiniLMEmbedder) -> None:
+    vectors = np.array(embedder.embed(SENTENCES))
+    assert vectors.shape == (len(SENTENCES), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_paraphrases_are_closer_than_unrelated_sentences(embedder: OnnxMiniLMEmbedder) -> None:
+    v = embedder.embed_array(SENTENCES)
+    sim = v @ v.T
+    # Pairs that mean nearly the same thing, as all-MiniLM-L6-v2 scores them (about 0.64-0.75)...
+    for a, b in [(0, 1), (3, 4), (5, 6)]:
+        assert sim[a, b] > 0.55
+        # ...and each is closer to its paraphrase than to any other sentence.
+        others = [sim[a, j] for j in range(len(SENTENCES)) if j not in (a, b)]
+        assert sim[a, b] > max(others) + 0.3
+    assert sim[0, 2] < 0.2  # eating vs carrying a baby
+
+
+def test_embedding_is_deterministic_and_independent_of_batching(embedder: OnnxMiniLMEmbedder) -> None:
+    alone = np.array([embedder.embed([s])[0] for s in SENTENCES])
+    together = embedder.embed_array(SENTENCES * 12)  # several padded batches, sorted by length
+    assert np.allclose(together[: len(SENTENCES)], alone, atol=1e-5)
+    assert np.allclose(together[-len(SENTENCES) :], alone, atol=1e-5)
+    assert np.array_equal(embedder.embed_array(SENTENCES), embedder.embed_array(SENTENCES))
+
+
+def test_long_text_is_truncated_not_rejected(embedder: OnnxMiniLMEmbedder) -> None:
+    long = " ".join(["inventory"] * 2000)
+    prefix = " ".join(["inventory"] * 254)  # 254 word pieces + [CLS] + [SEP] = the 256-token limit
+    a, b = embedder.embed_array([long, prefix])
+    assert np.allclose(a, b, atol=1e-5)
+
+
+def test_empty_input_gives_no_vectors(embedder: OnnxMiniLMEmbedder) -> None:
+    assert embedder.embed([]) == []
+
+
+def test_a_single_string_is_refused(embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(TypeError):
+        embedder.embed("not a list")  # type: ignore[arg-type]
+
+
+def test_concurrent_first_use_loads_once_and_agrees(embedder: OnnxMiniLMEmbedder) -> None:
+    fresh = OnnxMiniLMEmbedder()
+    results: list[np.ndarray] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        barrier.wait()
+        results.append(fresh.embed_array(SENTENCES))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(results) == 4
+    for r in results:
+        assert np.allclose(r, embedder.embed_array(SENTENCES), atol=1e-5)
+
+
+def test_a_model_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(default_model_path().read_bytes()[:-1] + b"\x00")
+    with pytest.raises(StoreUnavailable, match="sha256"):
+        OnnxMiniLMEmbedder(model_path=bad).embed(["hello"])
+
+
+def test_a_missing_model_file_is_store_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable):
+        OnnxMiniLMEmbedder(model_path=tmp_path / "absent.onnx").embed(["hello"])
+
+
+def test_cache_answers_repeats_without_recomputing(embedder: OnnxMiniLMEmbedder) -> None:
+    cached = CachedEmbedder(embedder, maxsize=2)
+    first = cached.embed(["a", "b", "a"])
+    assert (cached.hits, cached.misses) == (0, 3)
+    second = cached.embed(["a"])
+    assert cached.hits == 1
+    assert second[0] == first[0] == first[2]
+    cached.embed(["c"])  # evicts "b", the least recently used
+    cached.embed(["b"])
+    assert cached.misses == 5
+    assert cached.dimension == 384
