@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,10 +22,13 @@ from cluster.core.errors import InvalidInput, LimitExceeded
 
 
 def _no_nul(value: Any) -> Any:
-    """Reject NUL bytes anywhere in a string or JSON value: Postgres text cannot store them."""
+    """Reject what SQL JSON/text columns cannot store: NUL bytes (Postgres) and NaN/infinity (JSON)."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError("NUL bytes (\\x00) are not allowed in text")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("NaN and infinity are not valid JSON numbers")
     elif isinstance(value, Mapping):
         for key, item in value.items():
             _no_nul(key)

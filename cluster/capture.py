@@ -1,0 +1,49 @@
+"""Trajectory capture service: one unit of work per call over the SQL trajectory store."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from cluster.core.errors import InvalidInput
+from cluster.core.trajectory import NodeIn, Outcome, Trajectory, TrajectoryHeader
+from cluster.stores.db import Database
+from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
+
+
+class CaptureService:
+    """Records what agents did. Every call is one transaction: when it returns, the write is durable."""
+
+    def __init__(self, db: Database, limits: TrajectoryLimits | None = None) -> None:
+        self.db = db
+        self.limits = limits or TrajectoryLimits()
+
+    def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
+        with self.db.transaction() as session:
+            return SqlTrajectoryStore(session, self.limits).open(owner, header)
+
+    def record(
+        self,
+        owner: str,
+        trajectory_id: uuid.UUID,
+        nodes: Sequence[NodeIn],
+        header: TrajectoryHeader | None = None,
+    ) -> list[uuid.UUID]:
+        """Append nodes, opening the trajectory first when its header comes along (the first call)."""
+        if header is not None and header.trajectory_id != trajectory_id:
+            raise InvalidInput(
+                f"header.trajectory_id {header.trajectory_id} differs from trajectory_id {trajectory_id}"
+            )
+        with self.db.transaction() as session:
+            store = SqlTrajectoryStore(session, self.limits)
+            if header is not None:
+                store.open(owner, header)
+            return store.append(owner, trajectory_id, nodes)
+
+    def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
+        with self.db.transaction() as session:
+            return SqlTrajectoryStore(session, self.limits).finalize(owner, trajectory_id, outcome)
+
+    def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:
+        with self.db.transaction() as session:
+            return SqlTrajectoryStore(session, self.limits).load(owner, trajectory_id)

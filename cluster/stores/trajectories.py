@@ -1,0 +1,324 @@
+"""SQL trajectory store: the source of truth for trajectories and the analysis queue of record."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from cluster.core.errors import Conflict, NotFound, TrajectoryClosed
+from cluster.core.trajectory import (
+    AnalysisStatus,
+    Node,
+    NodeIn,
+    Outcome,
+    Trajectory,
+    TrajectoryHeader,
+    TrajectoryStatus,
+    check_batch,
+)
+from cluster.stores.tables import NodeRow, TrajectoryRow
+
+
+@dataclass(frozen=True)
+class TrajectoryLimits:
+    max_trajectory_nodes: int = 500
+    max_context_bytes: int = 2048
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SqlTrajectoryStore:
+    """Implements :class:`cluster.core.ports.TrajectoryStore` inside one SQLAlchemy session."""
+
+    def __init__(self, session: Session, limits: TrajectoryLimits | None = None) -> None:
+        self._session = session
+        self._limits = limits or TrajectoryLimits()
+
+    def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
+        row = self._row(owner, header.trajectory_id, lock=False, missing_ok=True)
+        if row is None:
+            if self._session.get(TrajectoryRow, header.trajectory_id) is not None:
+                # The id exists under another owner; say no more than that it is taken.
+                raise Conflict(f"trajectory {header.trajectory_id} already exists")
+            row = TrajectoryRow(
+                trajectory_id=header.trajectory_id,
+                owner=owner,
+                agent_id=header.agent_id,
+                role=header.role,
+                task=header.task,
+                task_type=header.task_type,
+                status=TrajectoryStatus.OPEN.value,
+                node_count=0,
+                created_at=_now(),
+                analysis_status=AnalysisStatus.NONE.value,
+                analysis_attempts=0,
+            )
+            self._session.add(row)
+            self._session.flush()
+        elif _header(row) != header:
+            raise Conflict(
+                f"trajectory {header.trajectory_id} exists with a different header "
+                f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r})"
+            )
+        return _trajectory(row, ())
+
+    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> list[uuid.UUID]:
+        row = self._row(owner, trajectory_id, lock=True)
+        ids = [n.node_id for n in nodes]
+        wanted = set(ids) | {n.parent_id for n in nodes if n.parent_id is not None}
+        known: dict[uuid.UUID, tuple[str, uuid.UUID | None]] = {
+            node_id: (digest, parent)
+            for node_id, digest, parent in self._session.execute(
+                select(NodeRow.node_id, NodeRow.payload_hash, NodeRow.parent_id).where(
+                    NodeRow.owner == owner, NodeRow.trajectory_id == trajectory_id, NodeRow.node_id.in_(wanted)
+                )
+            )
+        }
+        fresh: list[NodeIn] = []
+        for node in nodes:
+            stored = known.get(node.node_id)
+            if stored is None:
+                fresh.append(node)
+            elif stored[0] != node.payload_hash():
+                raise Conflict(f"node {node.node_id} was already recorded with a different payload")
+        if not fresh:
+            return ids
+        if row.status != TrajectoryStatus.OPEN.value:
+            raise TrajectoryClosed(f"trajectory {trajectory_id} is finalized; it accepts no new nodes")
+        check_batch(
+            fresh,
+            max_context_bytes=self._limits.max_context_bytes,
+            existing_count=row.node_count,
+            max_nodes=self._limits.max_trajectory_nodes,
+        )
+        self._check_parents(owner, row, fresh, known)
+        self._session.execute(
+            insert(NodeRow),
+            [_node_values(owner, trajectory_id, node, row.node_count + i) for i, node in enumerate(fresh)],
+        )
+        row.node_count += len(fresh)
+        self._session.flush()
+        return ids
+
+    def _check_parents(
+        self, owner: str, row: TrajectoryRow, fresh: Sequence[NodeIn], known: dict[uuid.UUID, Any]
+    ) -> None:
+        # A parent must be stored already or come earlier in the same batch: the tree then can
+        # never hold a cycle or a dangling branch.
+        earlier: set[uuid.UUID] = set()
+        roots = 0
+        for node in fresh:
+            if node.parent_id is None:
+                roots += 1
+            elif node.parent_id not in known and node.parent_id not in earlier:
+                raise NotFound(
+                    f"node {node.node_id}: parent {node.parent_id} is unknown in trajectory {row.trajectory_id}; "
+                    "record the parent first"
+                )
+            earlier.add(node.node_id)
+        if roots and (roots > 1 or self._has_root(owner, row.trajectory_id)):
+            raise Conflict(f"trajectory {row.trajectory_id} already has a root; give the node a parent_id")
+
+    def _has_root(self, owner: str, trajectory_id: uuid.UUID) -> bool:
+        found = self._session.scalar(
+            select(NodeRow.node_id)
+            .where(NodeRow.owner == owner, NodeRow.trajectory_id == trajectory_id, NodeRow.parent_id.is_(None))
+            .limit(1)
+        )
+        return found is not None
+
+    def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
+        row = self._row(owner, trajectory_id, lock=True)
+        stored = row.outcome
+        if row.status == TrajectoryStatus.FINALIZED.value:
+            if stored is not None and Outcome.model_validate(stored) == outcome:
+                return _trajectory(row, ())
+            raise Conflict(f"trajectory {trajectory_id} was already finalized with another outcome")
+        row.status = TrajectoryStatus.FINALIZED.value
+        row.outcome = outcome.model_dump(mode="json")
+        row.finalized_at = _now()
+        row.analysis_status = AnalysisStatus.PENDING.value
+        self._session.flush()
+        return _trajectory(row, ())
+
+    def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:
+        # One round trip: the trajectory row joined to its nodes in arrival order.
+        result = self._session.execute(
+            select(TrajectoryRow, NodeRow)
+            .outerjoin(NodeRow, NodeRow.trajectory_id == TrajectoryRow.trajectory_id)
+            .where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id == trajectory_id)
+            .order_by(NodeRow.seq)
+        ).all()
+        if not result:
+            raise NotFound(f"trajectory {trajectory_id} not found")
+        row = result[0][0]
+        return _trajectory(row, [n for _, n in result if n is not None])
+
+    def load_many(self, owner: str | None, trajectory_ids: Sequence[uuid.UUID]) -> list[Trajectory]:
+        """Several trajectories in one query; ``owner=None`` is for trusted batch jobs only."""
+        if not trajectory_ids:
+            return []
+        query = (
+            select(TrajectoryRow, NodeRow)
+            .outerjoin(NodeRow, NodeRow.trajectory_id == TrajectoryRow.trajectory_id)
+            .where(TrajectoryRow.trajectory_id.in_(trajectory_ids))
+            .order_by(TrajectoryRow.trajectory_id, NodeRow.seq)
+        )
+        if owner is not None:
+            query = query.where(TrajectoryRow.owner == owner)
+        rows: dict[uuid.UUID, tuple[TrajectoryRow, list[NodeRow]]] = {}
+        for traj, node in self._session.execute(query):
+            entry = rows.setdefault(traj.trajectory_id, (traj, []))
+            if node is not None:
+                entry[1].append(node)
+        return [_trajectory(t, ns) for tid in trajectory_ids if tid in rows for t, ns in [rows[tid]]]
+
+    # --- analysis queue -------------------------------------------------------------------------
+
+    def claim_pending(self, limit: int, lease: timedelta = timedelta(minutes=5)) -> list[tuple[str, uuid.UUID]]:
+        """Claim up to ``limit`` finalized trajectories for analysis, oldest first.
+
+        A claim whose lease ran out (its worker died) is claimed again, so nothing is lost; on
+        Postgres, concurrent workers skip each other's rows instead of waiting.
+        """
+        now = _now()
+        query = (
+            select(TrajectoryRow)
+            .where(
+                or_(
+                    TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
+                    (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value)
+                    & (TrajectoryRow.analysis_claimed_at < now - lease),
+                )
+            )
+            .order_by(TrajectoryRow.finalized_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        rows = list(self._session.scalars(query))
+        for row in rows:
+            row.analysis_status = AnalysisStatus.CLAIMED.value
+            row.analysis_claimed_at = now
+            row.analysis_attempts += 1
+        self._session.flush()
+        return [(r.owner, r.trajectory_id) for r in rows]
+
+    def mark_analysed(self, trajectory_ids: Sequence[uuid.UUID]) -> None:
+        self._session.execute(
+            update(TrajectoryRow)
+            .where(TrajectoryRow.trajectory_id.in_(trajectory_ids))
+            .values(analysis_status=AnalysisStatus.DONE.value, analysed_at=_now())
+        )
+
+    def requeue(self, owner: str | None = None) -> int:
+        """Queue every finalized trajectory (of one owner, or all) for analysis again."""
+        query = update(TrajectoryRow).where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
+        if owner is not None:
+            query = query.where(TrajectoryRow.owner == owner)
+        result = self._session.execute(query.values(analysis_status=AnalysisStatus.PENDING.value))
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def queue_depth(self) -> int:
+        return int(
+            self._session.scalar(
+                select(func.count()).where(
+                    TrajectoryRow.analysis_status.in_([AnalysisStatus.PENDING.value, AnalysisStatus.CLAIMED.value])
+                )
+            )
+            or 0
+        )
+
+    def oldest_pending_at(self) -> datetime | None:
+        return self._session.scalar(
+            select(func.min(TrajectoryRow.finalized_at)).where(
+                TrajectoryRow.analysis_status.in_([AnalysisStatus.PENDING.value, AnalysisStatus.CLAIMED.value])
+            )
+        )
+
+    def history(self, owner: str, role: str | None, task_type: str | None, limit: int = 200) -> list[uuid.UUID]:
+        """Ids of the owner's most recent analysed trajectories of the same role and task type."""
+        query = select(TrajectoryRow.trajectory_id).where(
+            TrajectoryRow.owner == owner, TrajectoryRow.analysis_status == AnalysisStatus.DONE.value
+        )
+        if role is not None:
+            query = query.where(TrajectoryRow.role == role)
+        if task_type is not None:
+            query = query.where(TrajectoryRow.task_type == task_type)
+        return list(self._session.scalars(query.order_by(TrajectoryRow.finalized_at.desc()).limit(limit)))
+
+    def _row(self, owner: str, trajectory_id: uuid.UUID, *, lock: bool, missing_ok: bool = False) -> TrajectoryRow:
+        query = select(TrajectoryRow).where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id == trajectory_id)
+        if lock:
+            # Serialise appends to one trajectory so node counts and seq numbers stay exact.
+            query = query.with_for_update()
+        row = self._session.scalar(query)
+        if row is None and not missing_ok:
+            raise NotFound(f"trajectory {trajectory_id} not found; open it with its header first")
+        return row  # type: ignore[return-value]
+
+
+def _header(row: TrajectoryRow) -> TrajectoryHeader:
+    return TrajectoryHeader(
+        trajectory_id=row.trajectory_id,
+        agent_id=row.agent_id,
+        role=row.role,
+        task=row.task,
+        task_type=row.task_type,
+    )
+
+
+def _node_values(owner: str, trajectory_id: uuid.UUID, node: NodeIn, seq: int) -> dict[str, Any]:
+    return {
+        "trajectory_id": trajectory_id,
+        "node_id": node.node_id,
+        "owner": owner,
+        "parent_id": node.parent_id,
+        "seq": seq,
+        "timestamp_ms": node.timestamp,
+        "context_snapshot": node.context_snapshot,
+        "available_actions": list(node.available_actions),
+        "chosen_action": node.chosen_action,
+        "action_params": node.action_params,
+        "execution_result": node.execution_result.model_dump(mode="json"),
+        "llm_reasoning": node.llm_reasoning,
+        "payload_hash": node.payload_hash(),
+    }
+
+
+def _node(row: NodeRow) -> Node:
+    return Node(
+        node_id=row.node_id,
+        parent_id=row.parent_id,
+        timestamp=row.timestamp_ms,
+        context_snapshot=row.context_snapshot,
+        available_actions=row.available_actions,
+        chosen_action=row.chosen_action,
+        action_params=row.action_params,
+        execution_result=row.execution_result,  # type: ignore[arg-type]
+        llm_reasoning=row.llm_reasoning,
+        seq=row.seq,
+    )
+
+
+def _trajectory(row: TrajectoryRow, nodes: Sequence[NodeRow]) -> Trajectory:
+    created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
+    finalized = row.finalized_at
+    if finalized is not None and finalized.tzinfo is None:
+        finalized = finalized.replace(tzinfo=UTC)  # SQLite hands back naive datetimes
+    return Trajectory(
+        header=_header(row),
+        owner=row.owner,
+        status=TrajectoryStatus(row.status),
+        outcome=Outcome.model_validate(row.outcome) if row.outcome is not None else None,
+        created_at=created,
+        finalized_at=finalized,
+        nodes=tuple(_node(n) for n in nodes),
+    )

@@ -1,0 +1,262 @@
+"""Trajectory capture on real SQLite and Postgres: every behaviour of DESIGN.md §1."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import event
+
+from cluster.capture import CaptureService
+from cluster.core.errors import Conflict, LimitExceeded, NotFound, TrajectoryClosed
+from cluster.core.trajectory import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
+from cluster.stores.db import Database
+from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
+
+OWNER = "team-a"
+
+
+def make_node(parent: NodeIn | None = None, *, status: str = "success", **overrides: Any) -> NodeIn:
+    fields: dict[str, Any] = {
+        "parent_id": parent.node_id if parent else None,
+        "context_snapshot": {"goal": "import products", "rows": 12},
+        "available_actions": ["bulk_import", "add_item"],
+        "chosen_action": "bulk_import",
+        "action_params": {"file": "/tmp/p.csv"},
+        "execution_result": {"status": status},
+    }
+    fields.update(overrides)
+    return NodeIn.model_validate(fields)
+
+
+@pytest.fixture
+def capture(database: Database) -> CaptureService:
+    return CaptureService(database, TrajectoryLimits(max_trajectory_nodes=20, max_context_bytes=256))
+
+
+@pytest.fixture
+def header(capture: CaptureService) -> TrajectoryHeader:
+    h = TrajectoryHeader(agent_id="agent-1", role="executor", task="import 12 products", task_type="import")
+    capture.open(OWNER, h)
+    return h
+
+
+def test_recorded_nodes_are_readable_at_once_from_another_connection(
+    capture: CaptureService, header: TrajectoryHeader, database: Database
+) -> None:
+    root = make_node()
+    child = make_node(root, chosen_action="add_item")
+    capture.record(OWNER, header.trajectory_id, [root, child])
+
+    other = Database(database.url)
+    try:
+        loaded = CaptureService(other).load(OWNER, header.trajectory_id)
+    finally:
+        other.dispose()
+    assert [n.node_id for n in loaded.nodes] == [root.node_id, child.node_id]
+    assert loaded.nodes[1].parent_id == root.node_id
+    assert loaded.nodes[0].context_snapshot == {"goal": "import products", "rows": 12}
+    assert loaded.header == header
+
+
+def test_unknown_parent_is_an_error_and_nothing_of_the_batch_is_written(
+    capture: CaptureService, header: TrajectoryHeader
+) -> None:
+    root = make_node()
+    orphan = make_node(make_node())
+    with pytest.raises(NotFound, match=r"parent .* is unknown"):
+        capture.record(OWNER, header.trajectory_id, [root, orphan])
+    assert capture.load(OWNER, header.trajectory_id).nodes == ()
+
+
+def test_resending_the_same_node_is_a_no_op(capture: CaptureService, header: TrajectoryHeader) -> None:
+    root = make_node()
+    capture.record(OWNER, header.trajectory_id, [root])
+    retry = root.model_copy(update={"timestamp": root.timestamp + 5})
+    assert capture.record(OWNER, header.trajectory_id, [retry]) == [root.node_id]
+    assert len(capture.load(OWNER, header.trajectory_id).nodes) == 1
+
+
+def test_same_node_id_with_another_payload_is_a_conflict(capture: CaptureService, header: TrajectoryHeader) -> None:
+    root = make_node()
+    capture.record(OWNER, header.trajectory_id, [root])
+    changed = root.model_copy(update={"chosen_action": "add_item"})
+    with pytest.raises(Conflict, match="different payload"):
+        capture.record(OWNER, header.trajectory_id, [changed])
+
+
+def test_node_limit_is_enforced_with_a_clear_error(capture: CaptureService, header: TrajectoryHeader) -> None:
+    nodes = [make_node()]
+    for _ in range(19):
+        nodes.append(make_node(nodes[-1]))
+    capture.record(OWNER, header.trajectory_id, nodes)
+    with pytest.raises(LimitExceeded, match="max_trajectory_nodes=20"):
+        capture.record(OWNER, header.trajectory_id, [make_node(nodes[-1])])
+    assert len(capture.load(OWNER, header.trajectory_id).nodes) == 20
+
+
+def test_oversized_context_is_rejected(capture: CaptureService, header: TrajectoryHeader) -> None:
+    big = make_node(context_snapshot={"goal": "x" * 300})
+    with pytest.raises(LimitExceeded, match="over the limit of 256"):
+        capture.record(OWNER, header.trajectory_id, [big])
+    assert capture.load(OWNER, header.trajectory_id).nodes == ()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"chosen_action": "drop\x00table"}, "NUL bytes"),
+        ({"context_snapshot": {"goal": "a\x00b"}}, "NUL bytes"),
+        ({"action_params": {"file": float("nan")}}, "NaN"),
+        ({"context_snapshot": "not an object"}, "context_snapshot"),
+        ({"available_actions": "bulk_import"}, "available_actions"),
+        ({"execution_result": {"status": "maybe"}}, "status"),
+        ({"chosen_action": "delete_all"}, "not in available_actions"),
+        ({"timestamp": -1}, "timestamp"),
+    ],
+)
+def test_malformed_nodes_fail_at_parse_time_with_the_field_named(override: dict[str, Any], message: str) -> None:
+    fields: dict[str, Any] = {
+        "available_actions": ["bulk_import", "add_item"],
+        "chosen_action": "bulk_import",
+        "execution_result": {"status": "success"},
+    }
+    fields.update(override)
+    with pytest.raises(ValidationError, match=message):
+        NodeIn.model_validate(fields)
+
+
+def test_invalid_json_is_rejected_with_a_clear_error() -> None:
+    with pytest.raises(ValidationError, match="Invalid JSON"):
+        NodeIn.model_validate_json('{"available_actions": ["a", "b"], "chosen_action": "a", ')
+
+
+def test_a_finalized_trajectory_rejects_new_nodes_but_accepts_retries(
+    capture: CaptureService, header: TrajectoryHeader
+) -> None:
+    root = make_node()
+    capture.record(OWNER, header.trajectory_id, [root])
+    done = capture.finalize(OWNER, header.trajectory_id, Outcome(status="success"))
+    assert done.status is TrajectoryStatus.FINALIZED
+    with pytest.raises(TrajectoryClosed, match="finalized"):
+        capture.record(OWNER, header.trajectory_id, [make_node(root)])
+    assert capture.record(OWNER, header.trajectory_id, [root]) == [root.node_id]
+
+
+def test_finalize_is_idempotent_and_a_different_outcome_conflicts(
+    capture: CaptureService, header: TrajectoryHeader
+) -> None:
+    capture.finalize(OWNER, header.trajectory_id, Outcome(status="failure", summary="timeout"))
+    capture.finalize(OWNER, header.trajectory_id, Outcome(status="failure", summary="timeout"))
+    with pytest.raises(Conflict, match="another outcome"):
+        capture.finalize(OWNER, header.trajectory_id, Outcome(status="success"))
+
+
+def test_a_second_root_is_a_conflict(capture: CaptureService, header: TrajectoryHeader) -> None:
+    capture.record(OWNER, header.trajectory_id, [make_node()])
+    with pytest.raises(Conflict, match="already has a root"):
+        capture.record(OWNER, header.trajectory_id, [make_node()])
+
+
+def test_reopening_with_a_different_header_conflicts(capture: CaptureService, header: TrajectoryHeader) -> None:
+    assert capture.open(OWNER, header).header == header
+    with pytest.raises(Conflict, match="different header"):
+        capture.open(OWNER, header.model_copy(update={"role": "planner"}))
+
+
+def test_another_owner_sees_nothing(capture: CaptureService, header: TrajectoryHeader) -> None:
+    capture.record(OWNER, header.trajectory_id, [make_node()])
+    with pytest.raises(NotFound):
+        capture.load("team-b", header.trajectory_id)
+    with pytest.raises(NotFound):
+        capture.record("team-b", header.trajectory_id, [make_node()])
+    with pytest.raises(Conflict, match="already exists"):
+        capture.open("team-b", header)
+
+
+def test_whole_trajectory_loads_as_a_dag_in_one_query(
+    capture: CaptureService, header: TrajectoryHeader, database: Database
+) -> None:
+    root = make_node()
+    left, right = make_node(root, status="failure"), make_node(root)
+    capture.record(OWNER, header.trajectory_id, [root, left, right, make_node(right)])
+
+    statements: list[str] = []
+    listener = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(database.engine, "before_cursor_execute", listener)
+    try:
+        loaded = capture.load(OWNER, header.trajectory_id)
+    finally:
+        event.remove(database.engine, "before_cursor_execute", listener)
+
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 1
+    children = loaded.children()
+    assert [n.node_id for n in children[root.node_id]] == [left.node_id, right.node_id]
+    assert len(list(loaded.paths())) == 2
+    assert loaded.root() == loaded.nodes[0]
+
+
+def test_concurrent_writers_on_one_trajectory_lose_nothing(database: Database) -> None:
+    capture = CaptureService(database, TrajectoryLimits(max_trajectory_nodes=500))
+    header = TrajectoryHeader(agent_id="a", task="parallel branches")
+    root = make_node()
+    capture.record(OWNER, header.trajectory_id, [root], header=header)
+    branches = [[make_node(root)] for _ in range(8)]
+    for branch in branches:
+        for _ in range(9):
+            branch.append(make_node(branch[-1]))
+    errors: list[BaseException] = []
+
+    def write(branch: list[NodeIn]) -> None:
+        try:
+            for node in branch:
+                capture.record(OWNER, header.trajectory_id, [node])
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(b,)) for b in branches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = capture.load(OWNER, header.trajectory_id)
+    assert len(loaded.nodes) == 81
+    assert sorted(n.seq for n in loaded.nodes) == list(range(81))
+
+
+def test_finalized_trajectories_queue_for_analysis_and_leases_expire(database: Database) -> None:
+    from datetime import timedelta
+
+    capture = CaptureService(database)
+    ids = []
+    for i in range(3):
+        h = TrajectoryHeader(agent_id="a", task=f"task {i}")
+        capture.record(OWNER, h.trajectory_id, [make_node()], header=h)
+        capture.finalize(OWNER, h.trajectory_id, Outcome(status="success"))
+        ids.append(h.trajectory_id)
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert store.queue_depth() == 3
+        first = store.claim_pending(2)
+    assert [t for _, t in first] == ids[:2]
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert [t for _, t in store.claim_pending(10)] == ids[2:]
+        # Lease not expired: nothing more to claim. Expired: claimed again, nothing lost.
+        assert store.claim_pending(10) == []
+        again = store.claim_pending(10, lease=timedelta(seconds=-1))
+        assert sorted(t for _, t in again) == sorted(ids)
+        store.mark_analysed([t for _, t in again])
+        assert store.queue_depth() == 0
+        assert store.requeue(OWNER) == 3
+
+
+def test_trajectory_ids_are_uuids_client_or_server_made() -> None:
+    assert isinstance(make_node().node_id, uuid.UUID)
+    given = uuid.uuid4()
+    assert make_node(node_id=str(given)).node_id == given
