@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from cluster.core.api import RecordResult
 from cluster.core.errors import InvalidInput
 from cluster.core.trajectory import NodeIn, Outcome, Trajectory, TrajectoryHeader
 from cluster.stores.db import Database
@@ -28,7 +29,7 @@ class CaptureService:
         trajectory_id: uuid.UUID,
         nodes: Sequence[NodeIn],
         header: TrajectoryHeader | None = None,
-    ) -> list[uuid.UUID]:
+    ) -> RecordResult:
         """Append nodes, opening the trajectory first when its header comes along (the first call)."""
         if header is not None and header.trajectory_id != trajectory_id:
             raise InvalidInput(

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
+from cluster.core.api import RecordResult
 from cluster.core.trajectory import NodeIn, Outcome, Trajectory, TrajectoryHeader
 
 
@@ -36,12 +37,12 @@ class TrajectoryStore(Protocol):
         """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs)."""
         ...
 
-    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> list[uuid.UUID]:
+    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
         """Add nodes atomically: all or none.
 
         Raises ``NotFound`` (trajectory or a parent unknown), ``Conflict`` (same id, other payload; a
         second root), ``TrajectoryClosed`` (finalized and the node is new) or ``LimitExceeded``.
-        A node identical to a stored one is a no-op. Returns the ids of every node in the batch.
+        A node identical to a stored one is a no-op. Returns every id of the batch and the new node count.
         """
         ...
 

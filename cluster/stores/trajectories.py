@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from cluster.core.api import RecordResult
 from cluster.core.errors import Conflict, NotFound, TrajectoryClosed
 from cluster.core.trajectory import (
     AnalysisStatus,
@@ -70,7 +71,7 @@ class SqlTrajectoryStore:
             )
         return _trajectory(row, ())
 
-    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> list[uuid.UUID]:
+    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
         row = self._row(owner, trajectory_id, lock=True)
         ids = [n.node_id for n in nodes]
         wanted = set(ids) | {n.parent_id for n in nodes if n.parent_id is not None}
@@ -90,7 +91,7 @@ class SqlTrajectoryStore:
             elif stored[0] != node.payload_hash():
                 raise Conflict(f"node {node.node_id} was already recorded with a different payload")
         if not fresh:
-            return ids
+            return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=row.node_count)
         if row.status != TrajectoryStatus.OPEN.value:
             raise TrajectoryClosed(f"trajectory {trajectory_id} is finalized; it accepts no new nodes")
         check_batch(
@@ -106,7 +107,7 @@ class SqlTrajectoryStore:
         )
         row.node_count += len(fresh)
         self._session.flush()
-        return ids
+        return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=row.node_count)
 
     def _check_parents(
         self, owner: str, row: TrajectoryRow, fresh: Sequence[NodeIn], known: dict[uuid.UUID, Any]

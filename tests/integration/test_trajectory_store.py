@@ -76,7 +76,7 @@ def test_resending_the_same_node_is_a_no_op(capture: CaptureService, header: Tra
     root = make_node()
     capture.record(OWNER, header.trajectory_id, [root])
     retry = root.model_copy(update={"timestamp": root.timestamp + 5})
-    assert capture.record(OWNER, header.trajectory_id, [retry]) == [root.node_id]
+    assert capture.record(OWNER, header.trajectory_id, [retry]).node_ids == [root.node_id]
     assert len(capture.load(OWNER, header.trajectory_id).nodes) == 1
 
 
@@ -143,7 +143,7 @@ def test_a_finalized_trajectory_rejects_new_nodes_but_accepts_retries(
     assert done.status is TrajectoryStatus.FINALIZED
     with pytest.raises(TrajectoryClosed, match="finalized"):
         capture.record(OWNER, header.trajectory_id, [make_node(root)])
-    assert capture.record(OWNER, header.trajectory_id, [root]) == [root.node_id]
+    assert capture.record(OWNER, header.trajectory_id, [root]).node_ids == [root.node_id]
 
 
 def test_finalize_is_idempotent_and_a_different_outcome_conflicts(

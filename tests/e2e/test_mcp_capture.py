@@ -1,0 +1,95 @@
+"""Trajectory capture through the official MCP client, in process (no port)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from cluster.auth import OwnerResolver
+from cluster.services import Services, build_services
+from cluster.settings import Settings
+from cluster.tools import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    svc = build_services(Settings(data_dir=tmp_path, max_context_bytes=512))
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+async def client(services: Services) -> AsyncIterator[Client]:
+    async with Client(build_server(services, OwnerResolver({}, "local"))) as c:
+        yield c
+
+
+def node(parent: str | None = None, status: str = "success", **extra: Any) -> dict[str, Any]:
+    return {
+        "node_id": str(uuid.uuid4()),
+        "parent_id": parent,
+        "context_snapshot": {"goal": "submit the form"},
+        "available_actions": ["click", "type"],
+        "chosen_action": "click",
+        "action_params": {"selector": "#submit-btn"},
+        "execution_result": {"status": status},
+        **extra,
+    }
+
+
+async def test_recording_a_branching_trajectory_and_finalizing_it(client: Client, services: Services) -> None:
+    tid = str(uuid.uuid4())
+    root = node()
+    first = await client.call_tool(
+        "record_trajectory_node", {"trajectory_id": tid, "node": root, "task": "submit", "agent_id": "a1"}
+    )
+    assert not first.is_error, first.content
+    assert first.structured_content["node_count"] == 1
+    children = [node(root["node_id"], "failure"), node(root["node_id"])]
+    batch = await client.call_tool("record_trajectory_nodes", {"trajectory_id": tid, "nodes": children})
+    assert batch.structured_content["node_count"] == 3
+    done = await client.call_tool("finalize_trajectory", {"trajectory_id": tid, "outcome": "success"})
+    assert done.structured_content["queued_for_analysis"] is True
+    stored = services.capture.load("local", uuid.UUID(tid))
+    assert len(stored.nodes) == 3
+    assert stored.outcome is not None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"node": node(parent=str(uuid.uuid4())), "task": "t", "agent_id": "a"}, "NotFound: node .* parent"),
+        ({"node": node(context_snapshot={"goal": "x" * 600}), "task": "t", "agent_id": "a"}, "LimitExceeded"),
+        ({"node": {"chosen_action": "click"}, "task": "t", "agent_id": "a"}, "available_actions"),
+        ({"node": node(timestamp="yesterday"), "task": "t", "agent_id": "a"}, "timestamp"),
+        ({"node": node()}, "NotFound: trajectory .* open it"),
+        ({"node": node(), "task": "t"}, "send both task and agent_id"),
+    ],
+)
+async def test_bad_calls_return_a_clear_error(client: Client, arguments: dict[str, Any], message: str) -> None:
+    result = await client.call_tool("record_trajectory_node", {"trajectory_id": str(uuid.uuid4()), **arguments})
+    assert result.is_error
+    assert re.search(message, result.content[0].text), result.content[0].text
+
+
+async def test_a_finalized_trajectory_rejects_new_nodes_over_mcp(client: Client) -> None:
+    tid = str(uuid.uuid4())
+    root = node()
+    await client.call_tool("record_trajectory_node", {"trajectory_id": tid, "node": root, "task": "t", "agent_id": "a"})
+    await client.call_tool("finalize_trajectory", {"trajectory_id": tid, "outcome": "failure"})
+    result = await client.call_tool("record_trajectory_node", {"trajectory_id": tid, "node": node(root["node_id"])})
+    assert result.is_error
+    assert "TrajectoryClosed" in result.content[0].text
