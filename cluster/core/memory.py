@@ -1,0 +1,535 @@
+"""Layered long-term memory: the pure policy.
+
+What a memory is (scope, lifetime, version), which memories a query may see (entity and temporal
+filters), how activity decays and when a memory is archived, how dense and lexical rankings fuse,
+and which raw interactions get promoted to long-term memory. Every write decision here is a rule,
+never a model: the same input always gives the same decision.
+
+Nothing in this module touches a store; ``cluster.memory`` runs these rules against SQL and Milvus.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import AfterValidator, Field, JsonValue, model_validator
+
+from cluster.core.errors import InvalidInput
+from cluster.core.trajectory import Frozen, JsonObject, Name, Text, _no_nul
+
+MemoryValue = Annotated[str | dict[str, JsonValue], AfterValidator(_no_nul)]
+SourceId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time in this module is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------------------------- scope
+
+
+class ScopeKind(StrEnum):
+    USER = "user"
+    SESSION = "session"
+    TASK = "task"
+
+
+class MemoryScope(Frozen):
+    """Who a memory belongs to below the owner.
+
+    Long-term facts and preferences belong to the user (the owner itself, so no further id);
+    session state keys on the session id and task state on the task id. A task may also name the
+    session it runs in, so session-bound task state can expire with the session.
+    """
+
+    kind: ScopeKind = Field(default=ScopeKind.USER, description="user, session or task.")
+    session_id: Name | None = Field(default=None, description="Required for session scope.")
+    task_id: Name | None = Field(default=None, description="Required for task scope.")
+
+    @model_validator(mode="after")
+    def _ids_match_kind(self) -> Self:
+        if self.kind is ScopeKind.USER and (self.session_id or self.task_id):
+            raise ValueError("user scope takes no session_id or task_id: long-term facts key on the user")
+        if self.kind is ScopeKind.SESSION and (self.session_id is None or self.task_id is not None):
+            raise ValueError("session scope needs a session_id and no task_id")
+        if self.kind is ScopeKind.TASK and self.task_id is None:
+            raise ValueError("task scope needs a task_id")
+        return self
+
+    @property
+    def key(self) -> str:
+        """The scope part of a memory's identity: ``user``, ``session:<id>`` or ``task:<id>``."""
+        if self.kind is ScopeKind.SESSION:
+            return f"session:{self.session_id}"
+        if self.kind is ScopeKind.TASK:
+            return f"task:{self.task_id}"
+        return "user"
+
+    @classmethod
+    def user(cls) -> MemoryScope:
+        return cls()
+
+    @classmethod
+    def session(cls, session_id: str) -> MemoryScope:
+        return cls(kind=ScopeKind.SESSION, session_id=session_id)
+
+    @classmethod
+    def task(cls, task_id: str, session_id: str | None = None) -> MemoryScope:
+        return cls(kind=ScopeKind.TASK, task_id=task_id, session_id=session_id)
+
+
+# ------------------------------------------------------------------------------------------ lifetime
+
+
+class TtlKind(StrEnum):
+    PERMANENT = "permanent"
+    SESSION = "session"
+    WINDOW = "window"
+
+
+class Ttl(Frozen):
+    """How long a memory is valid: for good, until its session ends, or within a time window.
+
+    A window is ``[valid_from, valid_until)``; give ``valid_until`` or ``seconds`` (counted from
+    ``valid_from``, or from the write when that is empty). A window that starts in the future is
+    "not yet in effect" and is filtered out like an expired one.
+    """
+
+    kind: TtlKind = Field(default=TtlKind.PERMANENT, description="permanent, session or window.")
+    valid_from: datetime | None = Field(default=None, description="Window start; default the write time.")
+    valid_until: datetime | None = Field(default=None, description="Window end (exclusive).")
+    seconds: int | None = Field(default=None, ge=1, description="Window length, instead of valid_until.")
+
+    @model_validator(mode="after")
+    def _window_is_bounded(self) -> Self:
+        if self.kind is TtlKind.WINDOW:
+            if (self.valid_until is None) == (self.seconds is None):
+                raise ValueError("a window ttl needs exactly one of valid_until or seconds")
+            if self.valid_until is not None and self.valid_from is not None:
+                if aware(self.valid_until) <= aware(self.valid_from):
+                    raise ValueError("valid_until must be after valid_from")
+        elif self.valid_from is not None or self.valid_until is not None or self.seconds is not None:
+            raise ValueError(f"{self.kind} ttl takes no valid_from, valid_until or seconds")
+        return self
+
+    @classmethod
+    def permanent(cls) -> Ttl:
+        return cls()
+
+    @classmethod
+    def session(cls) -> Ttl:
+        return cls(kind=TtlKind.SESSION)
+
+    @classmethod
+    def window(cls, seconds: int, valid_from: datetime | None = None) -> Ttl:
+        return cls(kind=TtlKind.WINDOW, seconds=seconds, valid_from=valid_from)
+
+
+class Validity(Frozen):
+    """When a stored memory is in effect: ``[valid_from, expires_at)``; no end means until further notice."""
+
+    valid_from: datetime
+    expires_at: datetime | None
+    session_bound: bool = Field(description="Expires when its scope's session ends.")
+
+
+def validity_for(ttl: Ttl, scope: MemoryScope, now: datetime) -> Validity:
+    """Turn a ttl into concrete times at write time.
+
+    A session ttl needs a session to be bound to; it stays open until ``end_session`` closes it.
+    """
+    if ttl.kind is TtlKind.SESSION:
+        if scope.session_id is None:
+            raise InvalidInput("a session ttl needs a scope with a session_id (session scope, or task in a session)")
+        return Validity(valid_from=now, expires_at=None, session_bound=True)
+    if ttl.kind is TtlKind.WINDOW:
+        start = aware(ttl.valid_from) if ttl.valid_from is not None else now
+        end = aware(ttl.valid_until) if ttl.valid_until is not None else start + timedelta(seconds=ttl.seconds or 0)
+        if end <= now:
+            raise InvalidInput("the ttl window has already ended")
+        return Validity(valid_from=start, expires_at=end, session_bound=False)
+    return Validity(valid_from=now, expires_at=None, session_bound=False)
+
+
+def is_valid_at(valid_from: datetime, expires_at: datetime | None, moment: datetime) -> bool:
+    """The temporal filter: in effect at ``moment`` (started, not yet expired)."""
+    return aware(valid_from) <= moment and (expires_at is None or moment < aware(expires_at))
+
+
+def was_current_at(created_at: datetime, superseded_at: datetime | None, moment: datetime) -> bool:
+    """Version visibility for ``as_of``: the version had been written and not yet replaced."""
+    return aware(created_at) <= moment and (superseded_at is None or moment < aware(superseded_at))
+
+
+# ---------------------------------------------------------------------------------------- versions
+
+
+class MemoryState(StrEnum):
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+
+
+def next_version(previous: int | None) -> int:
+    """Versions of one (owner, scope, key) count up from 1; a write supersedes the latest."""
+    return 1 if previous is None else previous + 1
+
+
+# ------------------------------------------------------------------------------------------ activity
+
+
+class ActivityPolicy(Frozen):
+    """Activity score: decays with a half-life, grows with each access, archives below a threshold.
+
+    ``score(t) = score(t0) * 0.5 ** ((t - t0) / half_life)``; an access adds ``access_boost``
+    (capped at ``max_score``). With the defaults an untouched memory falls below the threshold
+    after about 100 days; one access buys about another 30.
+    """
+
+    initial: float = Field(default=1.0, gt=0)
+    half_life_days: float = Field(default=30.0, gt=0)
+    access_boost: float = Field(default=1.0, ge=0)
+    max_score: float = Field(default=10.0, gt=0)
+    archive_threshold: float = Field(default=0.1, ge=0)
+
+    def decayed(self, score: float, since: datetime, now: datetime) -> float:
+        days = max((now - aware(since)).total_seconds(), 0.0) / 86_400.0
+        return score * math.pow(0.5, days / self.half_life_days)
+
+    def reinforced(self, score: float, since: datetime, now: datetime) -> float:
+        return min(self.decayed(score, since, now) + self.access_boost, self.max_score)
+
+    def should_archive(self, score: float, since: datetime, now: datetime) -> bool:
+        return self.decayed(score, since, now) < self.archive_threshold
+
+    def last_safe_time(self, now: datetime) -> datetime:
+        """Memories last touched before this moment *may* be under the threshold (cheap SQL pre-filter).
+
+        A memory at ``max_score`` needs ``half_life * log2(max/threshold)`` days to fall under it.
+        """
+        if self.archive_threshold <= 0:
+            return datetime.min.replace(tzinfo=UTC)
+        days = self.half_life_days * math.log2(max(self.max_score / self.archive_threshold, 1.0))
+        return now - timedelta(days=days)
+
+
+# --------------------------------------------------------------------------------------------- ranking
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# Function words that carry no topic; dropping them keeps the lexical side from matching everything.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such
+    than that the their theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your yours yourself
+    yourselves s t d ll m o re ve y also ever get got go going like really would could might must shall
+    may let lets did does much many""".split()
+)
+
+
+def terms(text: str) -> list[str]:
+    """Lower-case word tokens without stopwords, in order (duplicates kept)."""
+    return [t for t in (w.lower() for w in _WORD.findall(text)) if t not in STOPWORDS and len(t) > 1]
+
+
+class RankingPolicy(Frozen):
+    """How dense and lexical rankings fuse, and how much a neighbour's match lends a memory.
+
+    Fusion is weighted reciprocal rank (``w / (k + rank)``) over each ranking's candidates; it
+    needs no score calibration between cosine similarity and BM25.
+    """
+
+    rrf_k: float = Field(default=60.0, gt=0)
+    dense_weight: float = Field(default=1.0, ge=0)
+    lexical_weight: float = Field(default=1.0, ge=0)
+    candidates: int = Field(default=100, ge=1, le=5000, description="Candidates each ranking contributes.")
+    neighbour_weight: float = Field(
+        default=0.0, ge=0, description="Share of an adjacent memory's fused score (same thread) a memory inherits."
+    )
+    thread_weight: float = Field(
+        default=0.0, ge=0, description="Share of its thread's best fused score a memory inherits."
+    )
+    activity_weight: float = Field(default=0.0, ge=0, description="Multiplier on log1p(activity) as a prior.")
+
+
+def rrf(rank: int | None, k: float, weight: float) -> float:
+    """Reciprocal-rank contribution of a 1-based rank; nothing for a memory the ranking did not return."""
+    return 0.0 if rank is None else weight / (k + rank)
+
+
+# ------------------------------------------------------------------------------------------ promotion
+
+
+class PromotionReason(StrEnum):
+    EXPLICIT = "explicit"
+    STATE_CHANGE = "state_change"
+    REFERENCED_LATER = "referenced_later"
+
+
+_EXPLICIT = re.compile(
+    r"\b(remember|don'?t forget|do not forget|keep in mind|note that|from now on|always|never)\b|记住|别忘|以后都",
+    re.IGNORECASE,
+)
+_STATE_CHANGE = re.compile(
+    r"\b(switched|changed|moved|migrated|updated|upgraded|submitted|completed|finished|cancell?ed|"
+    r"deployed|configured|renamed|deleted|set to|is now|are now|no longer)\b|已提交|已修改|切到|改成|完成了",
+    re.IGNORECASE,
+)
+
+
+def write_trigger(text: str) -> PromotionReason | None:
+    """The immediate write rule for a raw turn: an explicit request wins over a state change."""
+    if _EXPLICIT.search(text):
+        return PromotionReason.EXPLICIT
+    if _STATE_CHANGE.search(text):
+        return PromotionReason.STATE_CHANGE
+    return None
+
+
+class LoggedTurn(Frozen):
+    """One raw interaction as the delayed re-evaluation sees it."""
+
+    log_id: uuid.UUID
+    session_id: Name
+    speaker: Name
+    text: Text
+    at: datetime
+
+
+class PromotionPolicy(Frozen):
+    """When a raw turn "turned out to matter": later turns keep coming back to what it said.
+
+    A later turn *references* an earlier one when they share at least ``min_shared_terms`` salient
+    terms (non-stopword, at least ``min_term_length`` characters, or digits). A turn referenced by
+    ``min_references`` later turns, at least one in another session or at least ``min_gap``
+    later, is promoted.
+    """
+
+    min_shared_terms: int = Field(default=2, ge=1)
+    min_term_length: int = Field(default=4, ge=1)
+    min_references: int = Field(default=1, ge=1)
+    min_gap: timedelta = Field(default=timedelta(hours=1))
+    horizon: timedelta = Field(default=timedelta(days=90), description="Later turns beyond this do not count.")
+
+    def salient(self, text: str) -> frozenset[str]:
+        return frozenset(t for t in terms(text) if len(t) >= self.min_term_length or t.isdigit())
+
+
+class Promotion(Frozen):
+    """A rule's decision to turn a raw turn into a long-term memory, with the evidence."""
+
+    log_id: uuid.UUID
+    reason: PromotionReason
+    referenced_by: tuple[uuid.UUID, ...] = ()
+    shared_terms: tuple[str, ...] = ()
+
+
+def find_promotions(turns: Sequence[LoggedTurn], policy: PromotionPolicy) -> list[Promotion]:
+    """Promote the pending turns that later turns referred back to.
+
+    ``turns`` holds one owner's log in time order (pending and already-handled turns alike, since a
+    handled turn may still reference a pending one). Returns at most one promotion per turn.
+    """
+    ordered = sorted(turns, key=lambda t: (aware(t.at), str(t.log_id)))
+    salient = [policy.salient(t.text) for t in ordered]
+    out: list[Promotion] = []
+    for i, turn in enumerate(ordered):
+        if not salient[i]:
+            continue
+        refs: list[uuid.UUID] = []
+        shared: set[str] = set()
+        far = False
+        for j in range(i + 1, len(ordered)):
+            later = ordered[j]
+            gap = aware(later.at) - aware(turn.at)
+            if gap > policy.horizon:
+                break
+            common = salient[i] & salient[j]
+            if len(common) >= policy.min_shared_terms:
+                refs.append(later.log_id)
+                shared |= common
+                far = far or later.session_id != turn.session_id or gap >= policy.min_gap
+        if len(refs) >= policy.min_references and far:
+            out.append(
+                Promotion(
+                    log_id=turn.log_id,
+                    reason=PromotionReason.REFERENCED_LATER,
+                    referenced_by=tuple(refs),
+                    shared_terms=tuple(sorted(shared)),
+                )
+            )
+    return out
+
+
+def promotion_target(reason: PromotionReason, session_id: str) -> tuple[MemoryScope, Ttl]:
+    """Where a promoted turn goes: explicit requests and hindsight finds are long-term user facts;
+    a state change is the session's current state and lives as long as the session."""
+    if reason is PromotionReason.STATE_CHANGE:
+        return MemoryScope.session(session_id), Ttl.session()
+    return MemoryScope.user(), Ttl.permanent()
+
+
+# --------------------------------------------------------------------------------------- API models
+
+TopK = Annotated[int, Field(ge=1, le=100, description="How many memories to return.")]
+
+
+class MemoryWrite(Frozen):
+    """Input of ``memory_write``: store a value under a key; a second write to the key supersedes it."""
+
+    key: Name = Field(description="Stable name of the fact within its scope, e.g. 'preferred_timezone'.")
+    value: MemoryValue = Field(description="The memory: plain text, or a JSON object for structured state.")
+    scope: MemoryScope = Field(default_factory=MemoryScope, description="user, session or task.")
+    ttl: Ttl = Field(default_factory=Ttl, description="permanent, session or a time window.")
+    metadata: JsonObject = Field(default_factory=dict, description="Source, confidence, tags, ...")
+    entity: Name | None = Field(default=None, description="What the memory is about: a person, project, tool.")
+    source_ids: tuple[SourceId, ...] = Field(default=(), max_length=100, description="Ids it was derived from.")
+    context: Text | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Surrounding text that helps find the memory (e.g. neighbouring turns); searched, not returned.",
+    )
+    thread: Name | None = Field(
+        default=None, description="Ordered thread (e.g. a conversation session) the memory sits in, for ranking."
+    )
+    position: int | None = Field(default=None, ge=0, description="Position within the thread.")
+
+
+class MemoryWriteResult(Frozen):
+    memory_id: uuid.UUID
+    version: int
+    superseded_id: uuid.UUID | None = Field(default=None, description="The version this write replaced.")
+
+
+class MemoryQuery(Frozen):
+    """Input of ``memory_query``: entity filter, then temporal filter, then hybrid ranking, top-k."""
+
+    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_no_nul)]
+    entity: Name | None = Field(default=None, description="Only memories about this entity.")
+    scope: MemoryScope | None = Field(default=None, description="Only this scope; default all scopes.")
+    top_k: TopK = 5
+    include_history: bool = Field(default=False, description="Also return superseded versions.")
+    as_of: datetime | None = Field(default=None, description="Answer as the memory stood at this time.")
+    valid_at: datetime | None = Field(
+        default=None, description="Only memories in effect at this time (default: as_of, or now)."
+    )
+
+
+class MatchExplanation(Frozen):
+    """Why a memory matched: which filters it passed and its score at each ranking stage."""
+
+    entity: Name | None = Field(description="The entity filter it passed (None: no filter).")
+    valid_at: datetime = Field(description="The moment the temporal filter checked validity at.")
+    dense_similarity: float | None = Field(description="Cosine similarity to the query (None: not a dense hit).")
+    dense_rank: int | None
+    lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
+    lexical_rank: int | None
+    fused: float = Field(description="Weighted reciprocal-rank fusion of the two rankings.")
+    context_bonus: float = Field(default=0.0, description="Inherited from neighbours in the same thread.")
+    activity: float = Field(description="Activity score at query time.")
+
+
+class MemoryRecord(Frozen):
+    """A stored memory version as callers see it."""
+
+    memory_id: uuid.UUID
+    key: Name
+    value: MemoryValue
+    scope: MemoryScope
+    entity: Name | None
+    metadata: JsonObject
+    source_ids: tuple[SourceId, ...]
+    version: int
+    state: MemoryState
+    archived: bool
+    created_at: datetime
+    valid_from: datetime
+    expires_at: datetime | None
+    thread: Name | None = None
+    position: int | None = None
+
+
+class MemoryHit(Frozen):
+    memory: MemoryRecord
+    score: float
+    why: MatchExplanation
+
+
+class MemoryQueryResult(Frozen):
+    hits: tuple[MemoryHit, ...]
+    candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
+    cached: bool = False
+
+
+class MemoryUpdate(Frozen):
+    """Input of ``memory_update``: a new version of the memory's value (and metadata, if given)."""
+
+    memory_id: uuid.UUID
+    value: MemoryValue
+    metadata: JsonObject | None = Field(default=None, description="Replaces the metadata; default keep it.")
+
+
+class MemoryForget(Frozen):
+    """Input of ``memory_forget``: remove the memory and all its versions, from every store."""
+
+    memory_id: uuid.UUID
+
+
+class MemoryForgetResult(Frozen):
+    memory_id: uuid.UUID
+    removed_versions: int
+
+
+class Turn(Frozen):
+    """One raw interaction for the log: cheap to write, re-evaluated later."""
+
+    speaker: Name = Field(default="user")
+    text: Annotated[str, Field(min_length=1, max_length=20_000), AfterValidator(_no_nul)]
+    at: datetime | None = Field(default=None, description="When it happened; default now.")
+    metadata: JsonObject = Field(default_factory=dict)
+
+
+class ObserveResult(Frozen):
+    log_id: uuid.UUID
+    promoted: MemoryWriteResult | None = Field(default=None, description="Set when a rule stored it at once.")
+    reason: PromotionReason | None = None
+
+
+class MaintenanceReport(Frozen):
+    """What a maintenance job (re-evaluation, decay, purge) changed."""
+
+    scanned: int = 0
+    changed: int = 0
+    memory_ids: tuple[uuid.UUID, ...] = ()
+
+
+def value_text(value: str | dict[str, JsonValue]) -> str:
+    """The searchable text of a value: the string itself, or ``key: value`` lines for a JSON object."""
+    if isinstance(value, str):
+        return value
+    return "\n".join(f"{k}: {_flatten(v)}" for k, v in value.items())
+
+
+def _flatten(value: JsonValue) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k} {_flatten(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return " ".join(_flatten(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def dedupe(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(ids))

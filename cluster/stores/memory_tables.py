@@ -1,0 +1,101 @@
+"""ORM mappings for long-term memory: memory versions and the raw interaction log.
+
+Text, JSON and metadata each sit in their natural column; vectors live in Milvus, derived from
+these rows (``MemoryRow.seq`` is the Milvus primary key). Full-text search is dialect-specific and
+created by the migration: an FTS5 table over (key, text, context) on SQLite, a GIN index on the
+:data:`PG_TSVECTOR` expression on Postgres.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cluster.stores.db import Base, PortableJSON
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY (which is also the rowid FTS5 points at).
+AutoId = BigInteger().with_variant(Integer(), "sqlite")
+
+#: The Postgres full-text document; the migration indexes exactly this expression and queries
+#: must repeat it verbatim for the planner to use the index.
+PG_TSVECTOR = (
+    "(setweight(to_tsvector('english'::regconfig, coalesce(key, '')), 'C') || "
+    "setweight(to_tsvector('english'::regconfig, text), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(context, '')), 'D'))"
+)
+FTS_TABLE = "memories_fts"
+
+
+class MemoryRow(Base):
+    """One version of one memory. Versions of a key share ``lineage_id``; the newest is current."""
+
+    __tablename__ = "memories"
+
+    seq: Mapped[int] = mapped_column(AutoId, primary_key=True, autoincrement=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(Uuid, unique=True)
+    lineage_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    owner: Mapped[str] = mapped_column(String(200))
+    scope_kind: Mapped[str] = mapped_column(String(16))
+    scope_key: Mapped[str] = mapped_column(String(220))
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    task_id: Mapped[str | None] = mapped_column(String(200))
+    key: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    # The searchable text of the value; ``data`` holds the value itself when it is a JSON object.
+    text: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", PortableJSON)
+    entity: Mapped[str | None] = mapped_column(String(200))
+    source_ids: Mapped[list[str]] = mapped_column(PortableJSON)
+    context: Mapped[str | None] = mapped_column(Text)
+    thread: Mapped[str | None] = mapped_column(String(200))
+    position: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    session_bound: Mapped[bool] = mapped_column(Boolean, default=False)
+    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    activity: Mapped[float] = mapped_column(Float)
+    activity_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        Index("ix_memories_identity", "owner", "scope_key", "key", "version", unique=True),
+        Index("ix_memories_owner_state", "owner", "state", "archived_at"),
+        Index("ix_memories_owner_entity", "owner", "entity"),
+        Index("ix_memories_lineage", "owner", "lineage_id"),
+        Index("ix_memories_thread", "owner", "thread", "position"),
+        Index("ix_memories_session", "owner", "session_id"),
+        Index("ix_memories_expires", "expires_at"),
+    )
+
+
+class MemoryLogRow(Base):
+    """One raw interaction, written cheaply on the agent's path and re-evaluated later."""
+
+    __tablename__ = "memory_log"
+
+    seq: Mapped[int] = mapped_column(AutoId, primary_key=True, autoincrement=True)
+    log_id: Mapped[uuid.UUID] = mapped_column(Uuid, unique=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str] = mapped_column(String(200))
+    speaker: Mapped[str] = mapped_column(String(200))
+    text: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", PortableJSON)
+    # pending → promoted | kept (evaluated, not promoted yet; a later turn may still promote it).
+    status: Mapped[str] = mapped_column(String(16))
+    memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    evaluated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_memory_log_owner_at", "owner", "at"),
+        Index("ix_memory_log_owner_status", "owner", "status"),
+    )

@@ -1,0 +1,128 @@
+"""long-term memory: versions, raw interaction log, full-text search
+
+Revision ID: 0002_memory
+Revises: 0001
+"""
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision = "0002_memory"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+AUTO_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+# Keep in step with cluster.stores.memory_tables.PG_TSVECTOR (queries repeat it to use the index).
+PG_TSVECTOR = (
+    "(setweight(to_tsvector('english'::regconfig, coalesce(key, '')), 'C') || "
+    "setweight(to_tsvector('english'::regconfig, text), 'A') || "
+    "setweight(to_tsvector('english'::regconfig, coalesce(context, '')), 'D'))"
+)
+
+
+def upgrade() -> None:
+    op.create_table(
+        "memories",
+        sa.Column("seq", AUTO_ID, autoincrement=True, nullable=False),
+        sa.Column("memory_id", sa.Uuid(), nullable=False),
+        sa.Column("lineage_id", sa.Uuid(), nullable=False),
+        sa.Column("owner", sa.String(length=200), nullable=False),
+        sa.Column("scope_kind", sa.String(length=16), nullable=False),
+        sa.Column("scope_key", sa.String(length=220), nullable=False),
+        sa.Column("session_id", sa.String(length=200), nullable=True),
+        sa.Column("task_id", sa.String(length=200), nullable=True),
+        sa.Column("key", sa.String(length=200), nullable=False),
+        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("state", sa.String(length=16), nullable=False),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("data", JSON, nullable=True),
+        sa.Column("metadata", JSON, nullable=False),
+        sa.Column("entity", sa.String(length=200), nullable=True),
+        sa.Column("source_ids", JSON, nullable=False),
+        sa.Column("context", sa.Text(), nullable=True),
+        sa.Column("thread", sa.String(length=200), nullable=True),
+        sa.Column("position", sa.Integer(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("valid_from", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("session_bound", sa.Boolean(), nullable=False),
+        sa.Column("superseded_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("superseded_by", sa.Uuid(), nullable=True),
+        sa.Column("archived_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("activity", sa.Float(), nullable=False),
+        sa.Column("activity_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("access_count", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("seq", name=op.f("pk_memories")),
+        sa.UniqueConstraint("memory_id", name=op.f("uq_memories_memory_id")),
+    )
+    with op.batch_alter_table("memories", schema=None) as batch_op:
+        batch_op.create_index("ix_memories_identity", ["owner", "scope_key", "key", "version"], unique=True)
+        batch_op.create_index("ix_memories_owner_state", ["owner", "state", "archived_at"], unique=False)
+        batch_op.create_index("ix_memories_owner_entity", ["owner", "entity"], unique=False)
+        batch_op.create_index("ix_memories_lineage", ["owner", "lineage_id"], unique=False)
+        batch_op.create_index("ix_memories_thread", ["owner", "thread", "position"], unique=False)
+        batch_op.create_index("ix_memories_session", ["owner", "session_id"], unique=False)
+        batch_op.create_index("ix_memories_expires", ["expires_at"], unique=False)
+
+    op.create_table(
+        "memory_log",
+        sa.Column("seq", AUTO_ID, autoincrement=True, nullable=False),
+        sa.Column("log_id", sa.Uuid(), nullable=False),
+        sa.Column("owner", sa.String(length=200), nullable=False),
+        sa.Column("session_id", sa.String(length=200), nullable=False),
+        sa.Column("speaker", sa.String(length=200), nullable=False),
+        sa.Column("text", sa.Text(), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("metadata", JSON, nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("memory_id", sa.Uuid(), nullable=True),
+        sa.Column("evaluated_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("seq", name=op.f("pk_memory_log")),
+        sa.UniqueConstraint("log_id", name=op.f("uq_memory_log_log_id")),
+    )
+    with op.batch_alter_table("memory_log", schema=None) as batch_op:
+        batch_op.create_index("ix_memory_log_owner_at", ["owner", "at"], unique=False)
+        batch_op.create_index("ix_memory_log_owner_status", ["owner", "status"], unique=False)
+
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        # External-content FTS5 over the memories table, kept in step by triggers. Porter stemming
+        # folds "painting"/"painted" together. Only changes to the indexed columns touch it, so
+        # activity bookkeeping does not rewrite the index.
+        op.execute(
+            "CREATE VIRTUAL TABLE memories_fts USING fts5("
+            "key, text, context, content='memories', content_rowid='seq', tokenize='porter unicode61')"
+        )
+        op.execute(
+            "CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN "
+            "INSERT INTO memories_fts(rowid, key, text, context) VALUES (new.seq, new.key, new.text, new.context); END"
+        )
+        op.execute(
+            "CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN "
+            "INSERT INTO memories_fts(memories_fts, rowid, key, text, context) "
+            "VALUES ('delete', old.seq, old.key, old.text, old.context); END"
+        )
+        op.execute(
+            "CREATE TRIGGER memories_fts_au AFTER UPDATE OF key, text, context ON memories BEGIN "
+            "INSERT INTO memories_fts(memories_fts, rowid, key, text, context) "
+            "VALUES ('delete', old.seq, old.key, old.text, old.context); "
+            "INSERT INTO memories_fts(rowid, key, text, context) VALUES (new.seq, new.key, new.text, new.context); END"
+        )
+    elif dialect == "postgresql":
+        op.execute(f"CREATE INDEX ix_memories_fulltext ON memories USING gin ({PG_TSVECTOR})")
+
+
+def downgrade() -> None:
+    dialect = op.get_bind().dialect.name
+    if dialect == "sqlite":
+        for trigger in ("memories_fts_ai", "memories_fts_ad", "memories_fts_au"):
+            op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        op.execute("DROP TABLE IF EXISTS memories_fts")
+    elif dialect == "postgresql":
+        op.execute("DROP INDEX IF EXISTS ix_memories_fulltext")
+    op.drop_table("memory_log")
+    op.drop_table("memories")
