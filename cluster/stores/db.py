@@ -10,7 +10,6 @@ from sqlalchemy import JSON, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
 # Stable constraint names so migrations are the same on both dialects.
 NAMING_CONVENTION = {
@@ -32,8 +31,6 @@ class Base(DeclarativeBase):
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine with the pragmas that make SQLite safe for several writers."""
     if url.startswith("sqlite"):
-        if url not in ("sqlite://", "sqlite:///:memory:"):
-            kwargs.setdefault("poolclass", NullPool)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
