@@ -1,0 +1,64 @@
+"""Hindsight attribution engine: pure functions from trajectories to experience templates.
+
+No Ray, database or network here (an import-linter contract enforces it), so a notebook can
+import it and the Ray actors and Ray Data jobs wrap the same :func:`attribute_batch`.
+
+Steps, one module each: :mod:`~actors.engine.labels` (path outcome labels),
+:mod:`~actors.engine.credit` (pluggable contribution scorers), :mod:`~actors.engine.signature`
+(what counts as the same decision point), :mod:`~actors.engine.contrast` (success vs failure
+pairs, sensitivity), :mod:`~actors.engine.conditions` (learned feature thresholds),
+:mod:`~actors.engine.generalize` (placeholders and patterns), :mod:`~actors.engine.templates`
+(distillation), :mod:`~actors.engine.confidence` and :mod:`~actors.engine.library` (merging).
+"""
+
+from actors.engine.batch import AttributionResult, NodeScore, attribute, attribute_batch
+from actors.engine.conditions import LearnedCondition, flatten_context, learn_condition
+from actors.engine.confidence import apply_outcome, initial_confidence, update_confidence, wilson_lower_bound
+from actors.engine.contrast import ChoiceRef, Contrast, ContrastKind
+from actors.engine.credit import (
+    CreditContext,
+    LeafCounts,
+    Scorer,
+    add_scorer,
+    available_scorers,
+    get_scorer,
+    register_scorer,
+    unregister_scorer,
+)
+from actors.engine.generalize import generalize_params
+from actors.engine.labels import LabelledPath, PathLabel, label_paths
+from actors.engine.library import MergeResult, merge_into_library
+from actors.engine.signature import DecisionSignature, decision_signature
+
+__all__ = [
+    "AttributionResult",
+    "ChoiceRef",
+    "Contrast",
+    "ContrastKind",
+    "CreditContext",
+    "DecisionSignature",
+    "LabelledPath",
+    "LeafCounts",
+    "LearnedCondition",
+    "MergeResult",
+    "NodeScore",
+    "PathLabel",
+    "Scorer",
+    "add_scorer",
+    "apply_outcome",
+    "attribute",
+    "attribute_batch",
+    "available_scorers",
+    "decision_signature",
+    "flatten_context",
+    "generalize_params",
+    "get_scorer",
+    "initial_confidence",
+    "label_paths",
+    "learn_condition",
+    "merge_into_library",
+    "register_scorer",
+    "unregister_scorer",
+    "update_confidence",
+    "wilson_lower_bound",
+]

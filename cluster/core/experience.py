@@ -59,9 +59,25 @@ def _render_value(value: JsonValue) -> str:
     return str(value)
 
 
+class EvidenceKind(StrEnum):
+    """What a piece of evidence says about a template."""
+
+    RECOMMENDED_SUCCEEDED = "recommended_succeeded"
+    AVOIDED_FAILED = "avoided_failed"
+    COUNTER = "counter"
+
+
 class Provenance(Frozen):
+    """Where a template's evidence came from: real trajectory and node ids.
+
+    ``kind`` lets a merge recount support from the union of provenance, so merging the same
+    evidence twice (a retried batch) does not inflate support. It is optional for hand-written
+    and imported templates.
+    """
+
     trajectory_id: uuid.UUID
     node_ids: tuple[uuid.UUID, ...] = ()
+    kind: EvidenceKind | None = None
 
 
 class Support(Frozen):

@@ -1,0 +1,134 @@
+"""Batch entry point: attribute a batch of finalized trajectories, with optional stored history.
+
+``attribute_batch`` is pure: no I/O, no clock, no randomness. Ray actors, ``@serve.batch`` and
+Ray Data ``map_batches`` wrap this one function, and a notebook can call it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from actors.engine.contrast import Contrast, Observation, group_by_signature, is_sensitive, observe
+from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
+from actors.engine.labels import LabelledPath
+from actors.engine.templates import Finding, distil_group
+from cluster.core.experience import ExperienceTemplate
+from cluster.core.trajectory import Frozen, Trajectory
+
+logger = logging.getLogger(__name__)
+
+
+class NodeScore(Frozen):
+    """Contribution of one decision node, in [-1, 1]."""
+
+    node_id: uuid.UUID
+    chosen_action: str
+    score: float = Field(ge=-1.0, le=1.0)
+    signature: str = Field(description="Decision signature key (see actors.engine.signature).")
+
+
+class AttributionResult(Frozen):
+    """What attribution found in one trajectory.
+
+    Templates are listed once per batch, on the first input trajectory that contributed
+    evidence to them, so a caller can merge the templates of all results without counting the
+    same evidence twice. Contrasts are listed on every trajectory that has a side in them.
+    """
+
+    trajectory_id: uuid.UUID
+    scorer: str
+    path_labels: tuple[LabelledPath, ...]
+    node_scores: tuple[NodeScore, ...] = Field(description="Decision nodes only, parents before children.")
+    contrasts: tuple[Contrast, ...] = ()
+    templates: tuple[ExperienceTemplate, ...] = ()
+
+
+def attribute_batch(
+    trajectories: Sequence[Trajectory],
+    history: Sequence[Trajectory] | None = None,
+    scorer: str | Scorer = "default",
+) -> list[AttributionResult]:
+    """Attribute outcomes to decisions in a batch of trajectories and distil templates.
+
+    Args:
+        trajectories: The trajectories to attribute (finalized ones; an open one is judged on
+            its leaves only). One result per entry, in order.
+        history: Stored trajectories of similar tasks; their decisions are evidence for
+            contrasts and conditions but get no result of their own. Trajectories also in the
+            batch are ignored here.
+        scorer: A registered scorer name (see :mod:`actors.engine.credit`) or a scorer callable.
+
+    Returns:
+        One :class:`AttributionResult` per input trajectory.
+
+    Raises:
+        InvalidInput: Unknown scorer, or a scorer returned a non-finite score.
+    """
+    fn = get_scorer(scorer) if isinstance(scorer, str) else scorer
+    scorer_name = scorer if isinstance(scorer, str) else getattr(scorer, "__name__", type(scorer).__name__)
+    batch_ids = {t.trajectory_id for t in trajectories}
+    pool = list(trajectories) + [t for t in (history or ()) if t.trajectory_id not in batch_ids]
+
+    labels: list[tuple[LabelledPath, ...]] = []
+    observations: list[Observation] = []
+    per_trajectory: list[list[Observation]] = []
+    for order, trajectory in enumerate(pool):
+        ctx = credit_context(trajectory)
+        scores = score_nodes(ctx, fn)
+        in_batch = order < len(trajectories)
+        obs = observe(ctx, scores, order=order, in_batch=in_batch)
+        observations.extend(obs)
+        if in_batch:
+            labels.append(tuple(ctx.paths))
+            per_trajectory.append(obs)
+
+    findings: list[Finding] = []
+    for group in group_by_signature(observations).values():
+        if any(o.in_batch for o in group) and is_sensitive(group):
+            findings.extend(f for f in distil_group(group) if any(o.in_batch for o in f.evidence))
+
+    templates_by_order: dict[int, list[ExperienceTemplate]] = {}
+    contrasts_by_order: dict[int, list[Contrast]] = {}
+    order_of = {t.trajectory_id: i for i, t in enumerate(trajectories)}
+    for finding in findings:
+        owner = min(o.order for o in finding.evidence if o.in_batch)
+        templates_by_order.setdefault(owner, []).append(finding.template)
+        for contrast in finding.contrasts:
+            sides = {order_of.get(contrast.good.trajectory_id), order_of.get(contrast.bad.trajectory_id)}
+            for order in sorted(s for s in sides if s is not None):
+                contrasts_by_order.setdefault(order, []).append(contrast)
+
+    results = []
+    for order, trajectory in enumerate(trajectories):
+        node_scores = tuple(
+            NodeScore.model_construct(node_id=o.node.node_id, chosen_action=o.action, score=o.score, signature=o.key)
+            for o in per_trajectory[order]
+        )
+        results.append(
+            AttributionResult(
+                trajectory_id=trajectory.trajectory_id,
+                scorer=scorer_name,
+                path_labels=labels[order],
+                node_scores=node_scores,
+                contrasts=tuple(contrasts_by_order.get(order, ())),
+                templates=tuple(templates_by_order.get(order, ())),
+            )
+        )
+    logger.debug(
+        "attributed %d trajectories (%d history), %d templates",
+        len(trajectories),
+        len(pool) - len(trajectories),
+        len(findings),
+    )
+    return results
+
+
+def attribute(
+    trajectory: Trajectory, history: Sequence[Trajectory] | None = None, scorer: str | Scorer = "default"
+) -> AttributionResult:
+    """Attribute a single trajectory; see :func:`attribute_batch`."""
+    return attribute_batch([trajectory], history, scorer)[0]

@@ -1,0 +1,165 @@
+"""Distil experience templates from one decision point (a group of same-signature observations).
+
+For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and ``b`` failed:
+
+1. Runs where ``a`` was the right choice (``a`` succeeded, ``b`` failed) are *positive*; runs
+   where it was not (``a`` failed, ``b`` succeeded) are *negative*.
+2. No negatives: the preference holds everywhere seen, and the template has no condition.
+   Otherwise a condition is learned from the contexts (:mod:`actors.engine.conditions`); if none
+   separates them with precision ≥ ``MIN_PRECISION``, the outcome is not explained by this
+   choice and no template is made (sensitivity filtering).
+3. Inside the condition there must be at least one success of ``a`` and one failure of ``b``:
+   a template always names a tool to prefer and one to avoid, both backed by real runs.
+4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
+   predicates that excluded failures of ``a`` itself, and confidence from support and strength.
+
+Template ids are UUIDv5 of the signature, the two tools and the condition, and timestamps come
+from the evidence, so the same input always yields the same templates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from actors.engine.conditions import holds, holds_all, learn_condition
+from actors.engine.confidence import initial_confidence
+from actors.engine.contrast import Contrast, Observation, pair_contrasts
+from actors.engine.generalize import generalize_params, sanitize_text
+from cluster.core.experience import (
+    ActionPattern,
+    Condition,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+    Support,
+)
+from cluster.core.trajectory import canonical_json
+
+MIN_PRECISION = 0.75
+TEMPLATE_NAMESPACE = uuid.UUID("6f1c2a8e-58a4-4a57-9d0e-3c1b8f0a9e21")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A template and the evidence and contrasts it was distilled from."""
+
+    template: ExperienceTemplate
+    evidence: tuple[Observation, ...]
+    contrasts: tuple[Contrast, ...]
+
+
+def template_id(signature: str, recommended: str, avoid: str, predicates: Sequence[Predicate]) -> uuid.UUID:
+    body = [signature, recommended, avoid, [p.model_dump(mode="json") for p in predicates]]
+    return uuid.uuid5(TEMPLATE_NAMESPACE, canonical_json(body))
+
+
+def distil_group(group: Sequence[Observation]) -> list[Finding]:
+    """Templates for one signature group (observations sorted by :meth:`Observation.sort_key`)."""
+    succeeded: dict[str, list[Observation]] = {}
+    failed: dict[str, list[Observation]] = {}
+    for obs in group:
+        if obs.outcome > 0:
+            succeeded.setdefault(obs.action, []).append(obs)
+        elif obs.outcome < 0:
+            failed.setdefault(obs.action, []).append(obs)
+    findings = []
+    for good in sorted(succeeded):
+        for bad in sorted(failed):
+            if good != bad:
+                finding = _distil_pair(good, bad, succeeded, failed)
+                if finding is not None:
+                    findings.append(finding)
+    return findings
+
+
+def _distil_pair(
+    good: str, bad: str, succeeded: dict[str, list[Observation]], failed: dict[str, list[Observation]]
+) -> Finding | None:
+    good_ok, bad_fail = succeeded[good], failed[bad]
+    good_fail, bad_ok = failed.get(good, []), succeeded.get(bad, [])
+    positive = good_ok + bad_fail
+    negative = good_fail + bad_ok
+    predicates: tuple[Predicate, ...] = ()
+    strength = 1.0
+    if negative:
+        learned = learn_condition([o.features for o in positive], [o.features for o in negative])
+        if learned is None or learned.precision < MIN_PRECISION:
+            return None
+        predicates, strength = learned.predicates, max(0.0, learned.strength)
+    recommended = [o for o in good_ok if holds_all(predicates, o.features)]
+    avoided = [o for o in bad_fail if holds_all(predicates, o.features)]
+    counter = [o for o in negative if holds_all(predicates, o.features)]
+    if not recommended or not avoided:
+        return None
+
+    gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
+    strength *= min(1.0, max(0.0, gap / 2))
+    sample = recommended[0]
+    key = sample.key
+    evidence = sorted([*recommended, *avoided], key=Observation.sort_key)
+    provenance = [_prov(o, EvidenceKind.RECOMMENDED_SUCCEEDED) for o in recommended]
+    provenance += [_prov(o, EvidenceKind.AVOIDED_FAILED) for o in avoided]
+    provenance += [_prov(o, EvidenceKind.COUNTER) for o in counter]
+    template = ExperienceTemplate(
+        template_id=template_id(key, good, bad, predicates),
+        role=sample.signature.role,
+        task_type=sample.signature.task_type,
+        signature=key,
+        condition=Condition(predicates=predicates),
+        recommended=ActionPattern(tool=good, params=_pattern(recommended)),
+        avoid=ActionPattern(tool=bad, params=_pattern(avoided)),
+        rationale=_rationale(good, bad, recommended, avoided),
+        caveats=_caveats(good, predicates, good_fail),
+        provenance=tuple(provenance),
+        support=Support(
+            successes=len(recommended),
+            failures=len(avoided),
+            trajectories=len({o.trajectory.trajectory_id for o in evidence}),
+        ),
+        confidence=initial_confidence(len(recommended) + len(avoided), len(counter), strength),
+        created_at=_latest(evidence),
+        updated_at=_latest(evidence),
+    )
+    return Finding(template=template, evidence=tuple(evidence), contrasts=tuple(pair_contrasts(recommended, avoided)))
+
+
+def _prov(obs: Observation, kind: EvidenceKind) -> Provenance:
+    return Provenance(trajectory_id=obs.trajectory.trajectory_id, node_ids=(obs.node.node_id,), kind=kind)
+
+
+def _pattern(observations: Sequence[Observation]) -> dict[str, JsonValue]:
+    return generalize_params([(o.node.action_params, o.node.context_snapshot) for o in observations])
+
+
+def _latest(observations: Sequence[Observation]) -> datetime:
+    return max(o.trajectory.finalized_at or o.trajectory.created_at for o in observations)
+
+
+def _rationale(good: str, bad: str, recommended: Sequence[Observation], avoided: Sequence[Observation]) -> str:
+    text = f"In this situation {good} succeeded in {len(recommended)} run(s) and {bad} failed in {len(avoided)} run(s)"
+    summaries = Counter(
+        sanitize_text(o.node.execution_result.summary) for o in avoided if o.node.execution_result.summary
+    )
+    if summaries:
+        # Most common first; ties broken alphabetically so the text is deterministic.
+        common = sorted(summaries.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        text += f"; {bad} failed with: {common}"
+    return text
+
+
+def _caveats(good: str, predicates: Sequence[Predicate], good_fail: Sequence[Observation]) -> tuple[str, ...]:
+    """Refining predicates that ruled out failures of the recommended tool are edge cases worth saying."""
+    caveats = []
+    for pred in predicates[1:]:
+        excluded = [o for o in good_fail if not holds(pred, o.features)]
+        values = sorted({repr(o.features[pred.feature]) for o in excluded if pred.feature in o.features})
+        if values:
+            caveats.append(f"{good} failed when {pred.feature} was {' or '.join(values)}; requires {pred.render()}")
+    return tuple(caveats)
