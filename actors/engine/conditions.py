@@ -8,8 +8,8 @@ predicate that best separates *positive* runs (the recommended choice was right)
 * numeric features: the best threshold, placed midway between two neighbouring observed values
   (``row_count > 60`` when 20 and 100 are the closest values on either side);
 * categorical features (strings of at most 64 characters, booleans): equality with a value.
-  Features whose values are nearly all distinct (ids, free text) are skipped: they separate
-  anything and mean nothing.
+  Features with more than two values, at least two thirds of them distinct (ids, free text),
+  are skipped: they separate anything and mean nothing.
 
 The score is Youden's J (share of positives covered minus share of negatives covered); ties go
 to higher coverage, then to a fixed order of feature names, so the result is deterministic. One
@@ -140,7 +140,9 @@ def _categorical_candidates(pos: list[Scalar], neg: list[Scalar]) -> list[tuple[
     keys_pos = [_category_key(v) for v in pos]
     keys_neg = [_category_key(v) for v in neg]
     distinct = set(keys_pos) | set(keys_neg)
-    if len(distinct) < 2 or len(distinct) > max(2, (len(pos) + len(neg)) // 2):
+    n = len(pos) + len(neg)
+    # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
+    if len(distinct) < 2 or (len(distinct) > 2 and 3 * len(distinct) >= 2 * n):
         return []
     return [("==", _from_category_key(key), keys_pos.count(key), keys_neg.count(key)) for key in sorted(set(keys_pos))]
 

@@ -19,7 +19,7 @@ Keys missing from some runs are dropped: the pattern is the structure all the ev
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from pydantic import JsonValue
 
@@ -138,33 +138,31 @@ def _attribute_selector(selector: str, params: Mapping[str, JsonValue], ctx: Map
     match = _CSS_ID.match(selector)
     if match is None:
         return None
-    element = _find_element(match.group(2), [params, ctx])
-    if element is None:
-        return None
-    attrs: dict[str, JsonValue] = dict(element)
-    for nested in ("attributes", "attrs"):
-        extra = element.get(nested)
-        if isinstance(extra, Mapping):
-            attrs.update(extra)
-    for name in SELECTOR_ATTRIBUTES:
-        value = attrs.get(name)
-        if isinstance(value, str) and value and string_kind(name, value) == "plain" and '"' not in value:
-            return f"[{name}={value}]" if re.fullmatch(r"[\w-]+", value) else f'[{name}="{value}"]'
+    # Context first: it describes the page; params rarely carry more than the selector itself.
+    for element in _elements(match.group(2), [ctx, params]):
+        attrs: dict[str, JsonValue] = dict(element)
+        for nested in ("attributes", "attrs"):
+            extra = element.get(nested)
+            if isinstance(extra, Mapping):
+                attrs.update(extra)
+        for name in SELECTOR_ATTRIBUTES:
+            value = attrs.get(name)
+            if isinstance(value, str) and value and string_kind(name, value) == "plain" and '"' not in value:
+                return f"[{name}={value}]" if re.fullmatch(r"[\w-]+", value) else f'[{name}="{value}"]'
     return None
 
 
-def _find_element(element_id: str, roots: list[object]) -> Mapping[str, JsonValue] | None:
-    """Depth-first search for a mapping describing the element with this id."""
+def _elements(element_id: str, roots: list[object]) -> Iterator[Mapping[str, JsonValue]]:
+    """Depth-first, every mapping that describes the element with this id."""
     stack: list[object] = list(reversed(roots))
     while stack:
         item = stack.pop()
         if isinstance(item, Mapping):
             if item.get("id") == element_id or item.get("selector") == f"#{element_id}":
-                return item
+                yield item
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list):
             stack.extend(reversed(item))
-    return None
 
 
 def _safe_constant(value: JsonValue) -> bool:

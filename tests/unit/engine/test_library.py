@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import uuid
+
+from actors.engine import attribute_batch, merge_into_library
+from cluster.core.experience import (
+    ActionPattern,
+    Condition,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+    Support,
+)
+from tests.unit.engine.builders import T0, bulk_vs_single_runs, insert_run
+
+
+def _template(
+    *,
+    threshold: int = 60,
+    caveats: tuple[str, ...] = (),
+    role: str = "executor",
+    tool: str = "bulk_import",
+    evidence: int = 2,
+    extra: tuple[Predicate, ...] = (),
+) -> ExperienceTemplate:
+    trajs = [uuid.uuid4() for _ in range(evidence)]
+    return ExperienceTemplate(
+        role=role,
+        task_type="product_import",
+        signature="sig",
+        condition=Condition(predicates=(Predicate(feature="row_count", op=">", value=threshold), *extra)),
+        recommended=ActionPattern(tool=tool, params={"file": "<csv_path>"}),
+        avoid=ActionPattern(tool="add_item", params={"sku": "<str>"}),
+        caveats=caveats,
+        provenance=tuple(
+            Provenance(trajectory_id=t, node_ids=(uuid.uuid4(),), kind=EvidenceKind.RECOMMENDED_SUCCEEDED)
+            for t in trajs
+        ),
+        support=Support(successes=evidence, failures=0, trajectories=evidence),
+        confidence=0.6,
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def test_a_template_with_no_relative_is_new() -> None:
+    t = _template()
+    result = merge_into_library([], [t])
+    assert result.new == (t,)
+    assert result.updated == ()
+    assert result.supplementary == ()
+    assert result.library == (t,)
+
+
+def test_near_duplicates_merge_and_add_support_instead_of_piling_up() -> None:
+    old, new = _template(threshold=60), _template(threshold=80, evidence=3)
+    result = merge_into_library([old], [new])
+    assert result.new == ()
+    assert result.supplementary == ()
+    (merged,) = result.updated
+    assert merged.template_id == old.template_id
+    assert merged.support.successes == 5
+    assert merged.support.trajectories == 5
+    assert len(merged.provenance) == 5
+    assert 60 < merged.condition.predicates[0].value < 80  # type: ignore[operator]
+    assert merged.confidence > old.confidence
+    assert len(result.library) == 1
+
+
+def test_merging_the_same_evidence_twice_changes_nothing() -> None:
+    old = _template()
+    result = merge_into_library([old], [old.model_copy(update={"template_id": uuid.uuid4()})])
+    assert result.updated == ()
+    assert result.new == ()
+    assert result.library == (old,)
+
+
+def test_an_extra_caveat_becomes_a_supplementary_template_linked_to_its_parent() -> None:
+    parent = _template()
+    edge = _template(caveats=("escape single quotes before a bulk insert",))
+    result = merge_into_library([parent], [edge])
+    (child,) = result.supplementary
+    assert child.parent_id == parent.template_id
+    assert child.template_id == edge.template_id
+    assert result.new == ()
+    assert result.updated == ()
+
+
+def test_a_narrower_condition_is_supplementary_and_a_far_threshold_too() -> None:
+    parent = _template()
+    narrower = _template(extra=(Predicate(feature="file.encoding", op="==", value="latin-1"),))
+    far = _template(threshold=5000)
+    result = merge_into_library([parent], [narrower, far])
+    assert [t.parent_id for t in result.supplementary] == [parent.template_id, parent.template_id]
+
+
+def test_other_roles_and_other_tools_never_merge() -> None:
+    base = _template()
+    result = merge_into_library([base], [_template(role="planner"), _template(tool="copy_from")])
+    assert len(result.new) == 2
+    assert result.updated == ()
+    assert result.supplementary == ()
+
+
+def test_duplicates_within_the_new_batch_merge_into_each_other() -> None:
+    a, b = _template(), _template(threshold=70)
+    result = merge_into_library([], [a, b])
+    (only,) = result.new
+    assert only.template_id == a.template_id
+    assert only.support.successes == 4
+
+
+def test_attribution_output_merges_idempotently_across_batches() -> None:
+    runs = bulk_vs_single_runs()
+    first = [t for r in attribute_batch(runs) for t in r.templates]
+    library = merge_into_library([], first).library
+    again = merge_into_library(library, [t for r in attribute_batch(runs) for t in r.templates])
+    assert again.library == library
+
+    more = [insert_run(700, "bulk_import", True, run=11), insert_run(900, "add_item", False, run=12)]
+    later = [t for r in attribute_batch(more, history=runs) for t in r.templates]
+    result = merge_into_library(library, later)
+    (updated,) = result.updated
+    assert updated.support.successes == 3
+    assert updated.support.failures == 3
+    assert updated.support.trajectories == 6

@@ -1,0 +1,195 @@
+"""The seed article's examples, end to end through attribute_batch."""
+
+from __future__ import annotations
+
+import re
+
+from actors.engine import ContrastKind, attribute_batch
+from cluster.core.experience import ExperienceTemplate, render_prompt_block
+from tests.unit.engine.builders import Builder, bulk_vs_single_runs, insert_run
+
+
+def _templates(results: list) -> list[ExperienceTemplate]:  # type: ignore[type-arg]
+    return [t for r in results for t in r.templates]
+
+
+def assert_useful(template: ExperienceTemplate) -> None:
+    """Neither too vague (must name a tool and a condition or contrast) nor too specific."""
+    text = template.render()
+    assert template.recommended.tool in text
+    assert template.condition.predicates or template.avoid is not None
+    assert "careful" not in text.lower()
+    assert not re.search(r"/tmp/|run-\d|SKU-\d|#[a-z]|https?://|[0-9a-f]{8}-[0-9a-f]{4}", text), text
+
+
+def test_bulk_insert_threshold_is_learned_between_the_small_and_large_runs() -> None:
+    results = attribute_batch(bulk_vs_single_runs())
+    (template,) = _templates(results)
+    assert template.recommended.tool == "bulk_import"
+    assert template.avoid is not None
+    assert template.avoid.tool == "add_item"
+    (pred,) = template.condition.predicates
+    assert pred.feature == "row_count"
+    assert pred.op == ">"
+    assert isinstance(pred.value, int)
+    assert 20 <= pred.value < 100
+    assert template.recommended.params == {"file": "<csv_path>", "encoding": "utf-8"}
+    assert template.support.successes == 2
+    assert template.support.failures == 2
+    assert template.task_type == "product_import"
+    assert template.role == "executor"
+    assert "timeout" in template.rationale
+    assert_useful(template)
+
+
+def test_template_provenance_points_at_the_real_decision_nodes() -> None:
+    runs = bulk_vs_single_runs()
+    (template,) = _templates(attribute_batch(runs))
+    nodes = {(t.trajectory_id, n.node_id) for t in runs for n in t.nodes if n.is_decision}
+    assert template.provenance
+    assert all((p.trajectory_id, nid) in nodes for p in template.provenance for nid in p.node_ids)
+
+
+def test_each_template_is_reported_once_per_batch() -> None:
+    results = attribute_batch(bulk_vs_single_runs())
+    assert [len(r.templates) for r in results] == [0, 0, 1, 0, 0, 0]  # first run with avoid/recommend evidence
+    assert sum(1 for r in results if r.contrasts) == 4  # every run with a side in a contrast
+
+
+def test_history_counts_as_evidence_for_the_batch() -> None:
+    runs = bulk_vs_single_runs()
+    # The new run alone shows nothing; stored runs show that bulk import works for big files.
+    (result,) = attribute_batch([runs[2]], history=runs)
+    (template,) = result.templates
+    assert template.recommended.tool == "bulk_import"
+    assert all(c.kind is ContrastKind.CROSS for c in result.contrasts)
+    assert {c.bad.trajectory_id for c in result.contrasts} == {runs[2].trajectory_id}
+
+
+def test_history_alone_produces_nothing_new() -> None:
+    runs = bulk_vs_single_runs()
+    (result,) = attribute_batch([runs[0]], history=runs[1:])
+    assert result.templates == ()  # the small successful run contributes no evidence to the bulk rule
+
+
+def _form_page(element_id: str, with_attributes: bool = True) -> dict[str, object]:
+    element: dict[str, object] = {"id": element_id, "tag": "button"}
+    if with_attributes:
+        element["type"] = "submit"
+    return {"url": f"https://shop.example.com/checkout/{element_id}-8812", "elements": [element]}
+
+
+def test_css_id_selector_generalizes_to_an_attribute_selector_from_sibling_branches() -> None:
+    b = Builder(role="executor", task_type="web_form")
+    root = b.add("open_page", params={"url": "https://shop.example.com/checkout/8812"})
+    ctx = {"goal": "Submit the checkout form", "page": _form_page("submit-btn")}
+    b.add("press_enter", ["click", "press_enter"], parent=root, status="failure", context=ctx, summary="form not sent")
+    b.add("click", ["click", "press_enter"], parent=root, params={"selector": "#submit-btn"}, context=ctx)
+    trajectory = b.build("success")
+    (result,) = attribute_batch([trajectory])
+    (template,) = result.templates
+    assert template.recommended.render() == 'click(selector="[type=submit]")'
+    assert template.avoid is not None
+    assert template.avoid.tool == "press_enter"
+    assert template.condition.predicates == ()  # sibling branches, same context: unconditional preference
+    (contrast,) = result.contrasts
+    assert contrast.kind is ContrastKind.SIBLING
+    assert (contrast.good.action, contrast.bad.action) == ("click", "press_enter")
+    assert_useful(template)
+    assert template.confidence < 0.7  # one contrast is not enough to be served by default
+
+
+def test_css_id_without_known_attributes_becomes_a_typed_placeholder() -> None:
+    b = Builder(task_type="web_form")
+    root = b.add("open_page")
+    ctx = {"page": _form_page("btn-7f3a", with_attributes=False)}
+    b.add("press_enter", ["click", "press_enter"], parent=root, status="failure", context=ctx)
+    b.add("click", ["click", "press_enter"], parent=root, params={"selector": "#btn-7f3a"}, context=ctx)
+    (template,) = attribute_batch([b.build("success")])[0].templates
+    assert template.recommended.params == {"selector": "<css_selector>"}
+    assert_useful(template)
+
+
+def _two_step(first: str, second: str) -> Builder:
+    b = Builder(task_type="report")
+    actions = ["fetch_prices", "fetch_stock"]
+    root = b.add(first, actions, context={"goal": "build the report"})
+    nxt = b.add(second, actions, parent=root, context={"goal": "build the report"})
+    b.add("render", parent=nxt)
+    return b
+
+
+def test_swapping_the_order_of_two_steps_that_both_succeed_yields_no_template() -> None:
+    a = _two_step("fetch_prices", "fetch_stock").build("success")
+    b = _two_step("fetch_stock", "fetch_prices").build("success")
+    results = attribute_batch([a, b])
+    assert all(r.node_scores for r in results)
+    assert _templates(results) == []
+    assert all(r.contrasts == () for r in results)
+
+
+def test_sibling_orders_that_both_succeed_yield_no_template() -> None:
+    b = Builder(task_type="report")
+    actions = ["fetch_prices", "fetch_stock"]
+    root = b.add("start")
+    first = b.add("fetch_prices", actions, parent=root)
+    b.add("fetch_stock", actions, parent=first)
+    second = b.add("fetch_stock", actions, parent=root)
+    b.add("fetch_prices", actions, parent=second)
+    assert attribute_batch([b.build("success")])[0].templates == ()
+
+
+def test_execution_nodes_never_appear_in_scores_contrasts_or_provenance() -> None:
+    runs = bulk_vs_single_runs()
+    execution = {n.node_id for t in runs for n in t.nodes if not n.is_decision}
+    results = attribute_batch(runs)
+    assert not execution & {s.node_id for r in results for s in r.node_scores}
+    assert not execution & {c.good.node_id for r in results for c in r.contrasts}
+    assert not execution & {c.bad.node_id for r in results for c in r.contrasts}
+    assert not execution & {n for t in _templates(results) for p in t.provenance for n in p.node_ids}
+
+
+def test_csv_must_be_utf8_becomes_a_condition_a_caveat_and_a_kept_constant() -> None:
+    runs = [
+        *bulk_vs_single_runs(),
+        insert_run(300, "bulk_import", False, encoding="latin-1", run=7),
+        insert_run(400, "bulk_import", True, run=8),
+    ]
+    (template,) = _templates(attribute_batch(runs))
+    features = {(p.feature, p.op, p.value) for p in template.condition.predicates}
+    assert ("file.encoding", "==", "utf-8") in features
+    assert any(f == "row_count" for f, _, _ in features)
+    assert template.recommended.params["encoding"] == "utf-8"
+    assert any("latin-1" in c and "utf-8" in c for c in template.caveats)
+    assert_useful(template)
+
+
+def test_unchosen_action_that_succeeded_elsewhere_is_evidence() -> None:
+    # This run chose one-by-one and failed; bulk import was available but never tried here.
+    failed = insert_run(300, "add_item", False, run=9)
+    elsewhere = insert_run(300, "bulk_import", True, run=10)
+    (result,) = attribute_batch([failed], history=[elsewhere])
+    (template,) = result.templates
+    assert (template.recommended.tool, template.avoid and template.avoid.tool) == ("bulk_import", "add_item")
+    assert {p.trajectory_id for p in template.provenance} == {failed.trajectory_id, elsewhere.trajectory_id}
+
+
+def test_roles_do_not_pool_evidence() -> None:
+    planner = Builder(role="planner")
+    root = planner.add("start")
+    planner.add("add_item", ["add_item", "bulk_import"], parent=root, status="failure", context={"row_count": 300})
+    executor = Builder(role="executor")
+    root = executor.add("start")
+    executor.add("bulk_import", ["add_item", "bulk_import"], parent=root, context={"row_count": 300})
+    assert _templates(attribute_batch([planner.build("failure"), executor.build("success")])) == []
+
+
+def test_rendering_and_prompt_block_are_deterministic() -> None:
+    runs = bulk_vs_single_runs()
+    first, second = _templates(attribute_batch(runs)), _templates(attribute_batch(runs))
+    assert first == second
+    block = render_prompt_block(first)
+    assert block.startswith("[EXPERIENCE]\n1. When row_count > ")
+    assert block.endswith("[/EXPERIENCE]")
+    assert "bulk_import(" in block
+    assert "avoid add_item(" in block
