@@ -105,7 +105,7 @@ def attribute_batch(
     results = []
     for order, trajectory in enumerate(trajectories):
         node_scores = tuple(
-            NodeScore.model_construct(node_id=o.node.node_id, chosen_action=o.action, score=o.score, signature=o.key)
+            NodeScore(node_id=o.node.node_id, chosen_action=o.action, score=o.score, signature=o.key)
             for o in per_trajectory[order]
         )
         results.append(

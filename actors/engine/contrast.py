@@ -25,7 +25,7 @@ from pydantic import Field
 
 from actors.engine.conditions import Scalar, flatten_context
 from actors.engine.credit import CreditContext
-from actors.engine.signature import DecisionSignature, decision_signature
+from actors.engine.signature import DecisionSignature, decision_signature, signature_key
 from cluster.core.trajectory import Frozen, Node, Trajectory
 
 OUTCOME_THRESHOLD = 0.1
@@ -86,7 +86,7 @@ def observe(ctx: CreditContext, scores: dict[uuid.UUID, float], *, order: int, i
                 order=order,
                 node=node,
                 signature=sig,
-                key=sig.key(),
+                key=signature_key(sig),
                 score=scores[nid],
                 features=flatten_context(node.context_snapshot),
                 in_batch=in_batch,

@@ -139,11 +139,7 @@ def label_paths(trajectory: Trajectory, tree: TreeIndex | None = None) -> list[L
         is_final = leaf == final_leaf
         if is_final and outcome is not None:
             label = worse(label, _FROM_STATUS[outcome.status])
-        # model_construct: every field is built here from validated nodes, and re-validating
-        # long id tuples would dominate the cost on deep trajectories.
-        out.append(
-            LabelledPath.model_construct(leaf_id=leaf, node_ids=path_to(tree, leaf), label=label, final=is_final)
-        )
+        out.append(LabelledPath(leaf_id=leaf, node_ids=path_to(tree, leaf), label=label, final=is_final))
     return out
 
 

@@ -16,6 +16,7 @@ exactly what condition learning later uses to tell success from failure within o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -70,11 +71,24 @@ def decision_signature(trajectory: Trajectory, node: Node) -> DecisionSignature:
     if header.task_type is None:
         goal = node.context_snapshot.get("goal")
         words = goal_words(goal if isinstance(goal, str) else header.task)
-    # model_construct: every part is derived from validated models; this runs once per decision node.
-    return DecisionSignature.model_construct(
-        role=header.role,
-        task_type=header.task_type,
-        goal_words=words,
-        actions=tuple(sorted(set(node.available_actions))),
-        context_keys=tuple(sorted(node.context_snapshot)),
+    return _signature(
+        header.role,
+        header.task_type,
+        words,
+        tuple(sorted(set(node.available_actions))),
+        tuple(sorted(node.context_snapshot)),
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(
+    role: str, task_type: str | None, words: tuple[str, ...], actions: tuple[str, ...], keys: tuple[str, ...]
+) -> DecisionSignature:
+    # Cached: a fleet repeats a few hundred situations, and building the model per node dominated profiles.
+    return DecisionSignature(role=role, task_type=task_type, goal_words=words, actions=actions, context_keys=keys)
+
+
+@functools.lru_cache(maxsize=4096)
+def signature_key(signature: DecisionSignature) -> str:
+    """Cached :meth:`DecisionSignature.key`."""
+    return signature.key()
