@@ -1,0 +1,308 @@
+"""Connections to Milvus: a Milvus Lite file (embedded default) or a Milvus server URI.
+
+The ownership rule for Lite files
+---------------------------------
+A Lite ``.db`` file is served by exactly one ``milvus`` process, started by exactly one Python
+process that holds the file's lock (``.<name>.lock`` beside it). Nobody else opens the file:
+
+* The **owner** is the composition root of the deployment (the ``hindsight`` CLI, the Ray driver,
+  a test fixture). It runs :class:`MilvusLiteServer`, which starts milvus-lite's engine on a local TCP
+  port (or a unix socket) and writes the URI to ``.<name>.endpoint`` beside the file.
+* **Everyone else** (Ray actors, Serve replicas, notebooks, other processes on the host) connects by
+  URI. :func:`open_milvus` does this by itself: given the ``.db`` path it reads the endpoint file,
+  checks the owner is alive and connects to the served URI. Pass the URI itself
+  (``HINDSIGHT_MILVUS_URI=http://127.0.0.1:PORT``) where the file is not visible.
+* A process that finds no live server opens the file **in-process** (pymilvus starts a private engine
+  on a unix socket and takes the lock). That is right for a single process (a notebook, the CLI, a
+  test) and wrong for a fleet: the second process then fails with ``StoreUnavailable``, never with
+  two engines on one file.
+
+The engine watches the lock: when the owner releases it (``stop()``) or dies, the engine exits, so a
+crashed owner leaves no orphaned engine. Data written before a ``kill -9`` survive.
+
+A Milvus server (standalone or distributed) needs none of this: every process connects to its URI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from pymilvus import MilvusClient
+
+from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+SERVER_SCHEMES = ("http://", "https://", "tcp://", "unix:")
+# milvus-lite's own rules for the file name (the engine refuses others).
+_LITE_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,36}$")
+
+# Servers this process owns, by resolved file path: a process never starts a second engine on a file.
+_OWNED: dict[Path, MilvusLiteServer] = {}
+_OWNED_LOCK = threading.Lock()
+
+
+def is_lite_target(target: str) -> bool:
+    """A local Lite file rather than a server URI."""
+    return not target.startswith(SERVER_SCHEMES)
+
+
+def lite_path(target: str) -> Path:
+    """Validate a Lite file target and return its absolute path.
+
+    Raises:
+        InvalidInput: the name is one milvus-lite refuses (must end in ``.db``, at most 36 characters
+            of ``[A-Za-z0-9.-_]``) or the directory does not exist.
+    """
+    path = Path(target).expanduser().absolute()
+    if path.suffix != ".db" or not _LITE_NAME.match(path.name):
+        raise InvalidInput(f"Milvus Lite file name {path.name!r} must end in .db and be ≤36 chars of [A-Za-z0-9.-_]")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"directory {path.parent} of the Milvus Lite file does not exist")
+    return path
+
+
+def endpoint_file(path: Path) -> Path:
+    return path.parent / f".{path.name}.endpoint"
+
+
+def lock_file(path: Path) -> Path:
+    # The same name milvus-lite uses, so an in-process open elsewhere and a server here exclude each other.
+    return path.parent / f".{path.name}.lock"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def served_uri(path: Path) -> str | None:
+    """The URI a live :class:`MilvusLiteServer` serves ``path`` on, or ``None``."""
+    with _OWNED_LOCK:
+        owned = _OWNED.get(path)
+    if owned is not None:
+        return owned.uri
+    try:
+        info = json.loads(endpoint_file(path).read_text())
+        uri, pid = str(info["uri"]), int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid() or not _pid_alive(pid):
+        return None  # left behind by a crashed owner
+    return uri
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _engine_binary() -> Path:
+    try:
+        from milvus_lite.server import BIN_PATH
+    except ImportError as exc:
+        raise StoreUnavailable("milvus-lite is not installed") from exc
+    binary = Path(BIN_PATH) / "milvus"
+    if not binary.is_file():
+        raise StoreUnavailable(f"milvus-lite engine not found at {binary}")
+    return binary
+
+
+class MilvusLiteServer:
+    """Owns a Lite file and serves it to other processes by URI. Use as a context manager.
+
+    Args:
+        db_path: the ``.db`` file (created if absent).
+        host: interface for TCP mode; keep it on loopback, the engine has no authentication.
+        port: TCP port; ``0`` picks a free one.
+        unix_socket: serve on a unix socket instead of TCP (same host only, no port to pick).
+        startup_timeout: seconds to wait for the engine to accept connections.
+    """
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        unix_socket: bool = False,
+        startup_timeout: float = 15.0,
+    ) -> None:
+        self.path = lite_path(str(db_path))
+        self._host = host
+        self._port = port
+        self._unix_socket = unix_socket
+        self._startup_timeout = startup_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock_fd: IO[str] | None = None
+        self._socket_path: Path | None = None
+        self.uri = ""
+
+    def __enter__(self) -> MilvusLiteServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> str:
+        """Take the file's lock, start the engine and return the URI others connect to.
+
+        Raises:
+            StoreUnavailable: another process owns the file, or the engine did not come up.
+        """
+        if self._process is not None:
+            return self.uri
+        with _OWNED_LOCK:
+            if self.path in _OWNED:
+                raise StoreUnavailable(f"this process already serves {self.path} at {_OWNED[self.path].uri}")
+            self._take_lock()
+            try:
+                self._launch()
+            except BaseException:
+                self._release()
+                raise
+            _OWNED[self.path] = self
+        endpoint_file(self.path).write_text(json.dumps({"uri": self.uri, "pid": os.getpid()}))
+        logger.info("Milvus Lite serving %s at %s", self.path, self.uri)
+        return self.uri
+
+    def stop(self) -> None:
+        """Release the lock (the engine exits when it sees that) and wait for the engine to go."""
+        with _OWNED_LOCK:
+            if _OWNED.get(self.path) is self:
+                del _OWNED[self.path]
+        if self._process is not None:
+            with contextlib.suppress(OSError):
+                endpoint_file(self.path).unlink()
+        self._release()
+
+    def _take_lock(self) -> None:
+        fd = lock_file(self.path).open("a")
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            fd.close()
+            raise StoreUnavailable(
+                f"{self.path} is owned by another process; connect to the URI it serves instead"
+            ) from exc
+        self._lock_fd = fd
+
+    def _launch(self) -> None:
+        binary = _engine_binary()
+        if self._unix_socket:
+            self._socket_path = Path(tempfile.mkdtemp(prefix="hs-milvus-")) / "milvus.sock"
+            address = f"unix:{self._socket_path}"
+            self.uri = address
+        else:
+            port = self._port or _free_port(self._host)
+            address = f"{self._host}:{port}"
+            self.uri = f"http://{address}"
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = f"{binary.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}"
+        log_level = os.environ.get("LOG_LEVEL", "ERROR")
+        # The last argument makes the engine watch our lock and exit when we release it or die.
+        args = [str(binary), str(self.path), address, log_level, str(lock_file(self.path))]
+        self._process = subprocess.Popen(args, env=env, cwd=str(self.path.parent))
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise StoreUnavailable(f"milvus-lite engine for {self.path} exited with {self._process.returncode}")
+            if self._accepts_connections():
+                return
+            time.sleep(0.02)
+        raise StoreUnavailable(f"milvus-lite engine for {self.path} did not start in {self._startup_timeout}s")
+
+    def _accepts_connections(self) -> bool:
+        try:
+            if self._socket_path is not None:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.connect(str(self._socket_path))
+            else:
+                host, port = self.uri.removeprefix("http://").rsplit(":", 1)
+                socket.create_connection((host, int(port)), timeout=0.5).close()
+        except OSError:
+            return False
+        return True
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            # Closing the descriptor drops the POSIX lock; the engine notices and shuts down cleanly.
+            self._lock_fd.close()
+            self._lock_fd = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                logger.warning("milvus-lite engine for %s did not stop; killing it", self.path)
+                self._process.kill()
+                self._process.wait(timeout=5)
+            self._process = None
+        if self._socket_path is not None:
+            with contextlib.suppress(OSError):
+                self._socket_path.unlink()
+                self._socket_path.parent.rmdir()
+            self._socket_path = None
+
+
+def open_milvus(target: str, token: str | None = None, *, timeout: float = 30.0) -> MilvusClient:
+    """A client for ``target``: a server URI, or a Lite file (served by its owner, else in-process).
+
+    Raises:
+        InvalidInput: the Lite file name is not one milvus-lite accepts.
+        StoreUnavailable: the server cannot be reached, or another process owns the Lite file
+            without serving it.
+    """
+    uri = target
+    if is_lite_target(target):
+        path = lite_path(target)
+        uri = served_uri(path) or str(path)
+    kwargs: dict[str, Any] = {"uri": uri, "timeout": timeout}
+    if token and not uri.endswith(".db"):
+        kwargs["token"] = token
+    try:
+        client = MilvusClient(**kwargs)
+    except Exception as exc:  # pymilvus raises several unrelated types for "cannot connect"
+        hint = (
+            " (is another process holding the Lite file? run a MilvusLiteServer there)" if uri.endswith(".db") else ""
+        )
+        raise StoreUnavailable(f"cannot open Milvus at {uri}: {exc}{hint}") from exc
+    logger.debug("connected to Milvus at %s", uri)
+    return client
+
+
+def connect(settings: Settings, *, timeout: float = 30.0) -> MilvusClient:
+    """A client for ``settings.milvus_target()`` with ``settings.milvus_token``."""
+    token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
+    return open_milvus(settings.milvus_target(), token, timeout=timeout)
