@@ -212,14 +212,17 @@ class ActivityPolicy(Frozen):
     def should_archive(self, score: float, since: datetime, now: datetime) -> bool:
         return self.decayed(score, since, now) < self.archive_threshold
 
-    def last_safe_time(self, now: datetime) -> datetime:
-        """Memories last touched before this moment *may* be under the threshold (cheap SQL pre-filter).
+    def archive_candidates_before(self, now: datetime) -> datetime:
+        """Only memories whose activity was last set before this moment can be under the threshold.
 
-        A memory at ``max_score`` needs ``half_life * log2(max/threshold)`` days to fall under it.
+        A stored score is never below ``floor`` (a write or restore sets ``initial``, an access
+        adds ``access_boost``), and falling from ``floor`` to the threshold takes
+        ``half_life * log2(floor / threshold)`` days. A cheap SQL pre-filter for the archive job.
         """
+        floor = min(self.initial, self.access_boost) if self.access_boost > 0 else self.initial
         if self.archive_threshold <= 0:
             return datetime.min.replace(tzinfo=UTC)
-        days = self.half_life_days * math.log2(max(self.max_score / self.archive_threshold, 1.0))
+        days = self.half_life_days * math.log2(max(floor / self.archive_threshold, 1.0))
         return now - timedelta(days=days)
 
 
@@ -246,23 +249,19 @@ def terms(text: str) -> list[str]:
 
 
 class RankingPolicy(Frozen):
-    """How dense and lexical rankings fuse, and how much a neighbour's match lends a memory.
+    """How dense and lexical rankings fuse.
 
     Fusion is weighted reciprocal rank (``w / (k + rank)``) over each ranking's candidates; it
-    needs no score calibration between cosine similarity and BM25.
+    needs no score calibration between cosine similarity and BM25. Lexical matching (stemmed,
+    stopwords dropped) carries the larger weight by default: on conversational memories (LoCoMo)
+    names, places and objects in the question are the strongest evidence, and the small
+    embedding model mostly helps with paraphrases.
     """
 
     rrf_k: float = Field(default=60.0, gt=0)
-    dense_weight: float = Field(default=1.0, ge=0)
+    dense_weight: float = Field(default=0.5, ge=0)
     lexical_weight: float = Field(default=1.0, ge=0)
     candidates: int = Field(default=100, ge=1, le=5000, description="Candidates each ranking contributes.")
-    neighbour_weight: float = Field(
-        default=0.0, ge=0, description="Share of an adjacent memory's fused score (same thread) a memory inherits."
-    )
-    thread_weight: float = Field(
-        default=0.0, ge=0, description="Share of its thread's best fused score a memory inherits."
-    )
-    activity_weight: float = Field(default=0.0, ge=0, description="Multiplier on log1p(activity) as a prior.")
 
 
 def rrf(rank: int | None, k: float, weight: float) -> float:
@@ -402,10 +401,6 @@ class MemoryWrite(Frozen):
         max_length=20_000,
         description="Surrounding text that helps find the memory (e.g. neighbouring turns); searched, not returned.",
     )
-    thread: Name | None = Field(
-        default=None, description="Ordered thread (e.g. a conversation session) the memory sits in, for ranking."
-    )
-    position: int | None = Field(default=None, ge=0, description="Position within the thread.")
 
 
 class MemoryWriteResult(Frozen):
@@ -438,7 +433,6 @@ class MatchExplanation(Frozen):
     lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
     lexical_rank: int | None
     fused: float = Field(description="Weighted reciprocal-rank fusion of the two rankings.")
-    context_bonus: float = Field(default=0.0, description="Inherited from neighbours in the same thread.")
     activity: float = Field(description="Activity score at query time.")
 
 
@@ -458,8 +452,6 @@ class MemoryRecord(Frozen):
     created_at: datetime
     valid_from: datetime
     expires_at: datetime | None
-    thread: Name | None = None
-    position: int | None = None
 
 
 class MemoryHit(Frozen):

@@ -53,8 +53,6 @@ class MemoryRow(Base):
     entity: Mapped[str | None] = mapped_column(String(200))
     source_ids: Mapped[list[str]] = mapped_column(PortableJSON)
     context: Mapped[str | None] = mapped_column(Text)
-    thread: Mapped[str | None] = mapped_column(String(200))
-    position: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -71,7 +69,6 @@ class MemoryRow(Base):
         Index("ix_memories_owner_state", "owner", "state", "archived_at"),
         Index("ix_memories_owner_entity", "owner", "entity"),
         Index("ix_memories_lineage", "owner", "lineage_id"),
-        Index("ix_memories_thread", "owner", "thread", "position"),
         Index("ix_memories_session", "owner", "session_id"),
         Index("ix_memories_expires", "expires_at"),
     )

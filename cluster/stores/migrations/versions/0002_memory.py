@@ -44,8 +44,6 @@ def upgrade() -> None:
         sa.Column("entity", sa.String(length=200), nullable=True),
         sa.Column("source_ids", JSON, nullable=False),
         sa.Column("context", sa.Text(), nullable=True),
-        sa.Column("thread", sa.String(length=200), nullable=True),
-        sa.Column("position", sa.Integer(), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("valid_from", sa.DateTime(timezone=True), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
@@ -64,7 +62,6 @@ def upgrade() -> None:
         batch_op.create_index("ix_memories_owner_state", ["owner", "state", "archived_at"], unique=False)
         batch_op.create_index("ix_memories_owner_entity", ["owner", "entity"], unique=False)
         batch_op.create_index("ix_memories_lineage", ["owner", "lineage_id"], unique=False)
-        batch_op.create_index("ix_memories_thread", ["owner", "thread", "position"], unique=False)
         batch_op.create_index("ix_memories_session", ["owner", "session_id"], unique=False)
         batch_op.create_index("ix_memories_expires", ["expires_at"], unique=False)
 

@@ -1,0 +1,643 @@
+"""Long-term memory service: versions, lifetimes, owner isolation, hybrid retrieval, promotion.
+
+SQL holds every memory version (the source of truth); Milvus holds one vector per version,
+derived and rebuildable (:meth:`MemoryService.reindex`). Every method takes the ``owner`` from
+the caller's credential as its first argument; no request model carries an owner.
+
+Write order: embed first (slow, outside any transaction), then in one unit of work insert the SQL
+rows and the vectors, and commit. A failed vector insert rolls the SQL back; a vector left behind
+by a failed commit is harmless, because SQL filters every candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cluster.core.errors import Conflict, InvalidInput
+from cluster.core.memory import (
+    ActivityPolicy,
+    LoggedTurn,
+    MaintenanceReport,
+    MatchExplanation,
+    MemoryForget,
+    MemoryForgetResult,
+    MemoryHit,
+    MemoryQuery,
+    MemoryQueryResult,
+    MemoryRecord,
+    MemoryScope,
+    MemoryState,
+    MemoryUpdate,
+    MemoryValue,
+    MemoryWrite,
+    MemoryWriteResult,
+    ObserveResult,
+    PromotionPolicy,
+    PromotionReason,
+    RankingPolicy,
+    Ttl,
+    Turn,
+    Validity,
+    find_promotions,
+    next_version,
+    promotion_target,
+    rrf,
+    utcnow,
+    validity_for,
+    value_text,
+    write_trigger,
+)
+from cluster.core.ports import Embedder
+from cluster.core.trajectory import Frozen, JsonObject
+from cluster.memory.cache import QueryCache
+from cluster.memory.store import SqlMemoryStore, StoredMemory, Visibility
+from cluster.memory.vectors import MilvusMemoryIndex, VectorRow
+from cluster.stores.db import Database
+
+logger = logging.getLogger(__name__)
+
+MAX_DENSE_CANDIDATES = 4096
+M = TypeVar("M", bound=BaseModel)
+
+
+class MemoryStats(Frozen):
+    """Counters for the metrics endpoint."""
+
+    writes: int
+    queries: int
+    cache_hits: int
+    cache_misses: int
+    cache_hit_rate: float
+
+
+def check_owner(owner: str) -> str:
+    """The owner comes from a credential, but a bad one must still never reach a store."""
+    if not isinstance(owner, str) or not owner or len(owner) > 200 or "\x00" in owner:
+        raise InvalidInput("owner must be a non-empty string of at most 200 characters without NUL")
+    return owner
+
+
+class MemoryService:
+    """Layered long-term memory for many owners.
+
+    Args:
+        database: the SQL unit-of-work provider (SQLite or Postgres, migrated).
+        embedder: turns texts into unit vectors; its dimension must match ``index``.
+        index: the Milvus collection of memory vectors.
+        activity: decay, reinforcement and archive rules.
+        ranking: fusion weights and candidate counts.
+        promotion: when a raw turn turned out to matter.
+        cache_size: hot-query cache entries (0 disables the cache).
+        cache_ttl: how long a cached result may be served without a write.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        embedder: Embedder,
+        index: MilvusMemoryIndex,
+        *,
+        activity: ActivityPolicy | None = None,
+        ranking: RankingPolicy | None = None,
+        promotion: PromotionPolicy | None = None,
+        cache_size: int = 1024,
+        cache_ttl: timedelta = timedelta(seconds=30),
+    ) -> None:
+        if embedder.dimension != index.dimension:
+            raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, the index holds {index.dimension}-d")
+        self.db = database
+        self.embedder = embedder
+        self.index = index
+        self.store = SqlMemoryStore(database.dialect)
+        self.activity = activity or ActivityPolicy()
+        self.ranking = ranking or RankingPolicy()
+        self.promotion = promotion or PromotionPolicy()
+        self.cache = QueryCache(cache_size, cache_ttl)
+        self.writes = 0
+        self.queries = 0
+
+    # ------------------------------------------------------------------------------------- write
+
+    def write(
+        self,
+        owner: str,
+        key: str,
+        value: MemoryValue,
+        scope: MemoryScope | None = None,
+        ttl: Ttl | None = None,
+        metadata: JsonObject | None = None,
+        entity: str | None = None,
+        source_ids: Sequence[str] = (),
+        *,
+        context: str | None = None,
+        now: datetime | None = None,
+    ) -> uuid.UUID:
+        """Store ``value`` under ``key``; an existing key in the same scope gets a new version.
+
+        Returns the new version's memory id. Raises ``InvalidInput`` for malformed fields.
+        """
+        request = _parse(
+            MemoryWrite,
+            key=key,
+            value=value,
+            scope=scope or MemoryScope(),
+            ttl=ttl or Ttl(),
+            metadata=metadata or {},
+            entity=entity,
+            source_ids=tuple(source_ids),
+            context=context,
+        )
+        return self.apply_write(owner, request, now=now).memory_id
+
+    def apply_write(self, owner: str, request: MemoryWrite, *, now: datetime | None = None) -> MemoryWriteResult:
+        """The ``memory_write`` tool: takes and returns models."""
+        return self.apply_writes(owner, [request], now=now)[0]
+
+    def apply_writes(
+        self, owner: str, requests: Sequence[MemoryWrite], *, now: datetime | None = None
+    ) -> list[MemoryWriteResult]:
+        """Write many memories in one unit of work with one embedding batch (bulk ingest)."""
+        check_owner(owner)
+        if not requests:
+            return []
+        now = now or utcnow()
+        validities = [validity_for(r.ttl, r.scope, now) for r in requests]
+        texts = [value_text(r.value) for r in requests]
+        vectors = self.embedder.embed(texts)
+        with self.db.transaction() as session:
+            results, rows = self._insert_versions(session, owner, requests, texts, validities, now)
+            self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
+        self._changed(owner, len(results))
+        return results
+
+    def _insert_versions(
+        self,
+        session: Session,
+        owner: str,
+        requests: Sequence[MemoryWrite],
+        texts: Sequence[str],
+        validities: Sequence[Validity],
+        now: datetime,
+    ) -> tuple[list[MemoryWriteResult], list[VectorRow]]:
+        results: list[MemoryWriteResult] = []
+        rows: list[VectorRow] = []
+        for request, text, validity in zip(requests, texts, validities, strict=True):
+            previous = self.store.latest(session, owner, request.scope.key, request.key)
+            memory_id = uuid.uuid4()
+            try:
+                seq = self.store.insert(
+                    session,
+                    memory_id=memory_id,
+                    lineage_id=previous.lineage_id if previous else uuid.uuid4(),
+                    owner=owner,
+                    scope_kind=request.scope.kind.value,
+                    scope_key=request.scope.key,
+                    session_id=request.scope.session_id,
+                    task_id=request.scope.task_id,
+                    key=request.key,
+                    version=next_version(previous.record.version if previous else None),
+                    state=MemoryState.CURRENT.value,
+                    text=text,
+                    data=request.value if isinstance(request.value, dict) else None,
+                    meta=request.metadata,
+                    entity=request.entity,
+                    source_ids=list(request.source_ids),
+                    context=request.context,
+                    created_at=now,
+                    valid_from=validity.valid_from,
+                    expires_at=validity.expires_at,
+                    session_bound=validity.session_bound,
+                    activity=self.activity.initial,
+                    activity_at=now,
+                    access_count=0,
+                )
+            except IntegrityError as exc:
+                raise Conflict(f"memory key {request.key!r} was written concurrently; retry the write") from exc
+            superseded = None
+            if previous is not None and previous.record.state is MemoryState.CURRENT:
+                self.store.supersede(session, owner, previous.seq, memory_id, now)
+                superseded = previous.record.memory_id
+            results.append(MemoryWriteResult(memory_id=memory_id, version=_version(previous), superseded_id=superseded))
+            rows.append(VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=[]))
+        return results, rows
+
+    def update(
+        self, owner: str, memory_id: uuid.UUID, value: MemoryValue, metadata: JsonObject | None = None
+    ) -> MemoryWriteResult:
+        """A new version of a current memory, keeping its key, scope, entity, sources and lifetime."""
+        return self.apply_update(owner, _parse(MemoryUpdate, memory_id=memory_id, value=value, metadata=metadata))
+
+    def apply_update(self, owner: str, request: MemoryUpdate, *, now: datetime | None = None) -> MemoryWriteResult:
+        """The ``memory_update`` tool. Raises ``NotFound`` (unknown for this owner) or ``Conflict`` (superseded)."""
+        check_owner(owner)
+        now = now or utcnow()
+        with self.db.transaction() as session:
+            current = self.store.get(session, owner, request.memory_id)
+        if current.record.state is not MemoryState.CURRENT:
+            raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
+        old = current.record
+        write = MemoryWrite(
+            key=old.key,
+            value=request.value,
+            scope=old.scope,
+            metadata=request.metadata if request.metadata is not None else old.metadata,
+            entity=old.entity,
+            source_ids=old.source_ids,
+        )
+        validity = Validity(valid_from=old.valid_from, expires_at=old.expires_at, session_bound=current.session_bound)
+        text = value_text(request.value)
+        vectors = self.embedder.embed([text])
+        with self.db.transaction() as session:
+            latest = self.store.latest(session, owner, old.scope.key, old.key)
+            if latest is None or latest.record.memory_id != old.memory_id:
+                raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
+            results, rows = self._insert_versions(session, owner, [write], [text], [validity], now)
+            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
+        self._changed(owner, 1)
+        return results[0]
+
+    def forget(self, owner: str, memory_id: uuid.UUID) -> MemoryForgetResult:
+        """Remove the memory and every version of its key, from SQL and from Milvus."""
+        return self.apply_forget(owner, MemoryForget(memory_id=memory_id))
+
+    def apply_forget(self, owner: str, request: MemoryForget) -> MemoryForgetResult:
+        """The ``memory_forget`` tool. Raises ``NotFound`` if this owner has no such memory."""
+        check_owner(owner)
+        with self.db.transaction() as session:
+            found = self.store.get(session, owner, request.memory_id)
+            seqs = self.store.lineage_seqs(session, owner, found.lineage_id)
+            removed = self.store.delete_seqs(session, owner, seqs)
+            self.index.delete(owner, seqs)
+        self._changed(owner, 0)
+        logger.info("forgot memory %s (%s versions)", request.memory_id, removed)
+        return MemoryForgetResult(memory_id=request.memory_id, removed_versions=removed)
+
+    def get(self, owner: str, memory_id: uuid.UUID) -> MemoryRecord:
+        """One version by id, whatever its state. Raises ``NotFound``."""
+        check_owner(owner)
+        with self.db.transaction() as session:
+            return self.store.get(session, owner, memory_id).record
+
+    # ------------------------------------------------------------------------------------- query
+
+    def query(
+        self,
+        owner: str,
+        query: str,
+        entity: str | None = None,
+        scope: MemoryScope | None = None,
+        top_k: int = 5,
+        include_history: bool = False,
+        as_of: datetime | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> MemoryQueryResult:
+        """Entity filter → temporal filter → dense + lexical ranking, fused → top-k."""
+        request = _parse(
+            MemoryQuery,
+            query=query,
+            entity=entity,
+            scope=scope,
+            top_k=top_k,
+            include_history=include_history,
+            as_of=as_of,
+        )
+        return self.run_query(owner, request, now=now)
+
+    def run_query(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
+        """The ``memory_query`` tool: takes and returns models."""
+        check_owner(owner)
+        now = now or utcnow()
+        self.queries += 1
+        cache_key = request.model_dump_json()
+        cached = self.cache.get(owner, cache_key, now)
+        if cached is not None:
+            return cached.model_copy(update={"cached": True})
+        valid_at = request.valid_at or request.as_of or now
+        vis = Visibility(
+            valid_at=valid_at,
+            entity=request.entity,
+            scope_key=request.scope.key if request.scope else None,
+            include_history=request.include_history,
+            as_of=request.as_of,
+        )
+        vector = self.embedder.embed([request.query])[0]
+        with self.db.transaction() as session:
+            lexical = self.store.lexical(session, owner, request.query, vis, self.ranking.candidates)
+            dense, rows = self._dense(session, owner, vector, vis, request)
+            missing = [h.seq for h in lexical if h.seq not in rows]
+            rows.update(self.store.visible(session, owner, missing, vis))
+            hits = self._rank(request, vis, rows, dense, {h.seq: h.score for h in lexical}, now)
+            self.store.touch(
+                session,
+                owner,
+                {
+                    h_seq: self.activity.reinforced(rows[h_seq].activity, rows[h_seq].activity_at, now)
+                    for h_seq in (hit[0] for hit in hits)
+                },
+                now,
+            )
+        result = MemoryQueryResult(hits=tuple(hit for _, hit in hits), candidates=len(rows))
+        self.cache.put(owner, cache_key, result, now)
+        return result
+
+    def _dense(
+        self, session: Session, owner: str, vector: Sequence[float], vis: Visibility, request: MemoryQuery
+    ) -> tuple[list[tuple[int, float]], dict[int, StoredMemory]]:
+        """Vector candidates that pass the SQL filters, best first.
+
+        Milvus filters by owner, entity and scope; version, archive and validity live in SQL, so
+        ask for more when too many candidates were filtered out.
+        """
+        want = self.ranking.candidates
+        limit = want
+        while True:
+            found = self.index.search(owner, vector, limit, entity=vis.entity, scope_key=vis.scope_key)
+            rows = self.store.visible(session, owner, (h.seq for h in found), vis)
+            dense = [(h.seq, h.similarity) for h in found if h.seq in rows]
+            if len(dense) >= want or len(found) < limit or limit >= MAX_DENSE_CANDIDATES:
+                return dense[:want], rows
+            limit = min(limit * 4, MAX_DENSE_CANDIDATES)
+
+    def _rank(
+        self,
+        request: MemoryQuery,
+        vis: Visibility,
+        rows: dict[int, StoredMemory],
+        dense: list[tuple[int, float]],
+        lexical: dict[int, float],
+        now: datetime,
+    ) -> list[tuple[int, MemoryHit]]:
+        policy = self.ranking
+        dense_rank = {seq: i + 1 for i, (seq, _) in enumerate(dense)}
+        dense_sim = dict(dense)
+        lexical_rank = {seq: i + 1 for i, seq in enumerate(lexical)}
+        scored: list[tuple[float, int]] = []
+        for seq in rows:
+            fused = rrf(dense_rank.get(seq), policy.rrf_k, policy.dense_weight) + rrf(
+                lexical_rank.get(seq), policy.rrf_k, policy.lexical_weight
+            )
+            if fused > 0:
+                scored.append((fused, seq))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        out: list[tuple[int, MemoryHit]] = []
+        for fused, seq in scored[: request.top_k]:
+            stored = rows[seq]
+            why = MatchExplanation(
+                entity=vis.entity,
+                valid_at=vis.valid_at,
+                dense_similarity=dense_sim.get(seq),
+                dense_rank=dense_rank.get(seq),
+                lexical_score=lexical.get(seq),
+                lexical_rank=lexical_rank.get(seq),
+                fused=fused,
+                activity=self.activity.decayed(stored.activity, stored.activity_at, now),
+            )
+            out.append((seq, MemoryHit(memory=stored.record, score=fused, why=why)))
+        return out
+
+    # ---------------------------------------------------------------------- raw log and promotion
+
+    def observe(self, owner: str, session_id: str, turn: Turn, *, now: datetime | None = None) -> ObserveResult:
+        """Log a raw interaction (cheap). A turn that asks to be remembered, or reports a state
+        change, is stored at once by rule; everything else waits for :meth:`reevaluate`."""
+        check_owner(owner)
+        if not session_id or len(session_id) > 200 or "\x00" in session_id:
+            raise InvalidInput("session_id must be a non-empty string of at most 200 characters without NUL")
+        now = now or utcnow()
+        at = turn.at or now
+        log_id = uuid.uuid4()
+        reason = write_trigger(turn.text)
+        if reason is None:
+            with self.db.transaction() as session:
+                self._log(session, owner, log_id, session_id, turn, at, "pending", None, None)
+            return ObserveResult(log_id=log_id)
+        request = self._promoted_write(log_id, session_id, turn.speaker, turn.text, reason, turn.metadata, ())
+        vectors = self.embedder.embed([turn.text])
+        validity = validity_for(request.ttl, request.scope, now)
+        with self.db.transaction() as session:
+            results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
+            self._log(session, owner, log_id, session_id, turn, at, "promoted", results[0].memory_id, now)
+            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
+        self._changed(owner, 1)
+        return ObserveResult(log_id=log_id, promoted=results[0], reason=reason)
+
+    def _log(
+        self,
+        session: Session,
+        owner: str,
+        log_id: uuid.UUID,
+        session_id: str,
+        turn: Turn,
+        at: datetime,
+        status: str,
+        memory_id: uuid.UUID | None,
+        evaluated_at: datetime | None,
+    ) -> None:
+        self.store.log(
+            session,
+            log_id=log_id,
+            owner=owner,
+            session_id=session_id,
+            speaker=turn.speaker,
+            text=turn.text,
+            at=at,
+            meta=turn.metadata,
+            status=status,
+            memory_id=memory_id,
+            evaluated_at=evaluated_at,
+        )
+
+    @staticmethod
+    def _promoted_write(
+        log_id: uuid.UUID,
+        session_id: str,
+        speaker: str,
+        text: str,
+        reason: PromotionReason,
+        metadata: dict[str, Any],
+        referenced_by: Sequence[uuid.UUID],
+    ) -> MemoryWrite:
+        scope, ttl = promotion_target(reason, session_id)
+        meta: dict[str, Any] = {**metadata, "speaker": speaker, "session_id": session_id, "promoted": reason.value}
+        return MemoryWrite(
+            key=f"turn:{log_id}",
+            value=text,
+            scope=scope,
+            ttl=ttl,
+            metadata=meta,
+            source_ids=(str(log_id), *(str(r) for r in referenced_by)),
+        )
+
+    def reevaluate(self, owner: str | None = None, *, now: datetime | None = None) -> MaintenanceReport:
+        """The delayed promotion job: promote logged turns that later turns referred back to.
+
+        Runs off the agent's path (a scheduler or the CLI calls it); ``observe`` never waits for it.
+        A turn stays pending until promoted or until its horizon has passed without references.
+        """
+        now = now or utcnow()
+        if owner is None:
+            with self.db.transaction() as session:
+                owners = self.store.log_owners(session)
+        else:
+            owners = [check_owner(owner)]
+        scanned = 0
+        promoted: list[uuid.UUID] = []
+        for who in owners:
+            with self.db.transaction() as session:
+                logged = self.store.log_since(session, who)
+            scanned += sum(1 for r in logged if r.status == "pending")
+            pending = {r.log_id: r for r in logged if r.status == "pending"}
+            turns = [
+                LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
+                for r in logged
+            ]
+            decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
+            requests = [
+                self._promoted_write(
+                    p.log_id,
+                    pending[p.log_id].session_id,
+                    pending[p.log_id].speaker,
+                    pending[p.log_id].text,
+                    p.reason,
+                    pending[p.log_id].metadata,
+                    p.referenced_by,
+                )
+                for p in decisions
+            ]
+            texts = [value_text(r.value) for r in requests]
+            vectors = self.embedder.embed(texts) if texts else []
+            validities = [validity_for(r.ttl, r.scope, now) for r in requests]
+            with self.db.transaction() as session:
+                results, rows = self._insert_versions(session, who, requests, texts, validities, now)
+                for decision, result in zip(decisions, results, strict=True):
+                    self.store.mark_log(session, who, decision.log_id, "promoted", now, result.memory_id)
+                decided = {d.log_id for d in decisions}
+                for log_id, row in pending.items():
+                    if log_id not in decided and now - row.at > self.promotion.horizon:
+                        self.store.mark_log(session, who, log_id, "kept", now, None)
+                self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
+            if results:
+                self._changed(who, len(results))
+            promoted.extend(r.memory_id for r in results)
+        logger.info("re-evaluation scanned %s pending turns, promoted %s", scanned, len(promoted))
+        return MaintenanceReport(scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted))
+
+    # ------------------------------------------------------------------------------- maintenance
+
+    def _owners(self, owner: str | None) -> list[str]:
+        if owner is not None:
+            return [check_owner(owner)]
+        with self.db.transaction() as session:
+            return self.store.owners(session)
+
+    def decay_and_archive(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
+        """Archive current memories whose decayed activity fell below the threshold."""
+        now = now or utcnow()
+        cutoff = self.activity.archive_candidates_before(now)
+        scanned = 0
+        archived: list[uuid.UUID] = []
+        for who in self._owners(owner):
+            with self.db.transaction() as session:
+                stale = self.store.stale(session, who, cutoff)
+                scanned += len(stale)
+                gone = [m for m in stale if self.activity.should_archive(m.activity, m.activity_at, now)]
+                self.store.set_archived(session, who, [m.seq for m in gone], now)
+            if gone:
+                self._changed(who, 0)
+            archived.extend(m.record.memory_id for m in gone)
+        return MaintenanceReport(scanned=scanned, changed=len(archived), memory_ids=tuple(archived))
+
+    def restore(self, owner: str, memory_id: uuid.UUID, *, now: datetime | None = None) -> MemoryRecord:
+        """Bring an archived memory back, with fresh activity. Raises ``NotFound``."""
+        check_owner(owner)
+        now = now or utcnow()
+        with self.db.transaction() as session:
+            found = self.store.get(session, owner, memory_id)
+            self.store.restore(session, owner, found.seq, self.activity.initial, now)
+        self._changed(owner, 0)
+        return found.record.model_copy(update={"archived": False})
+
+    def end_session(self, owner: str, session_id: str, *, now: datetime | None = None) -> MaintenanceReport:
+        """Expire the memories whose lifetime was bound to this session."""
+        check_owner(owner)
+        now = now or utcnow()
+        with self.db.transaction() as session:
+            changed = self.store.end_session(session, owner, session_id, now)
+        self._changed(owner, 0)
+        return MaintenanceReport(scanned=changed, changed=changed)
+
+    def purge_expired(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
+        """Delete expired memories (every version) from SQL and Milvus."""
+        now = now or utcnow()
+        removed = 0
+        for who in self._owners(owner):
+            with self.db.transaction() as session:
+                seqs = self.store.expired_seqs(session, who, now)
+                removed += self.store.delete_seqs(session, who, seqs)
+                self.index.delete(who, seqs)
+            if seqs:
+                self._changed(who, 0)
+        return MaintenanceReport(scanned=removed, changed=removed)
+
+    def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
+        """Rebuild Milvus from SQL (all owners, or one); returns the vectors written."""
+        if owner is None:
+            self.index.reset()
+        else:
+            self.index.delete_owner(check_owner(owner))
+        written = 0
+        for who in self._owners(owner):
+            after = -1
+            while True:
+                with self.db.transaction() as session:
+                    page = self.store.all_rows(session, who, after, batch_size)
+                if not page:
+                    break
+                vectors = self.embedder.embed([m.text for m in page])
+                self.index.insert(
+                    [
+                        VectorRow(seq=m.seq, owner=who, scope_key=m.record.scope.key, entity=m.record.entity, vector=v)
+                        for m, v in zip(page, vectors, strict=True)
+                    ]
+                )
+                written += len(page)
+                after = page[-1].seq
+            self.cache.invalidate(who)
+        logger.info("reindexed %s memory vectors", written)
+        return written
+
+    # ----------------------------------------------------------------------------------- metrics
+
+    def stats(self) -> MemoryStats:
+        return MemoryStats(
+            writes=self.writes,
+            queries=self.queries,
+            cache_hits=self.cache.hits,
+            cache_misses=self.cache.misses,
+            cache_hit_rate=self.cache.hit_rate,
+        )
+
+    def _changed(self, owner: str, writes: int) -> None:
+        self.writes += writes
+        self.cache.invalidate(owner)
+
+
+def _version(previous: StoredMemory | None) -> int:
+    return next_version(previous.record.version if previous else None)
+
+
+def _parse(model: type[M], **fields: Any) -> M:
+    """Build a request model, turning validation errors into ``InvalidInput``."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise InvalidInput(str(exc)) from exc

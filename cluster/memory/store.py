@@ -1,0 +1,356 @@
+"""Memory records in SQL (SQLite or Postgres): the source of truth for long-term memory.
+
+Every statement carries ``owner = :owner``; the owner is a function argument taken from the
+caller's credential. Methods run inside the caller's unit of work and never commit. ORM rows never
+leave this module: callers get :class:`StoredMemory` values.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    and_,
+    column,
+    delete,
+    func,
+    literal_column,
+    or_,
+    select,
+    table,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.orm import Session
+
+from cluster.core.errors import NotFound
+from cluster.core.memory import (
+    MemoryRecord,
+    MemoryScope,
+    MemoryState,
+    ScopeKind,
+    aware,
+    terms,
+)
+from cluster.core.trajectory import Frozen
+from cluster.stores.memory_tables import FTS_TABLE, PG_TSVECTOR, MemoryLogRow, MemoryRow
+
+# Column weights for full-text relevance: the value's text counts most, the key a little less,
+# surrounding context (neighbouring turns) a third.
+KEY_WEIGHT = 0.5
+TEXT_WEIGHT = 1.0
+CONTEXT_WEIGHT = 0.3
+
+
+class StoredMemory(Frozen):
+    """A memory version with the bookkeeping the service needs besides the public record."""
+
+    seq: int
+    lineage_id: uuid.UUID
+    record: MemoryRecord
+    text: str
+    activity: float
+    activity_at: datetime
+    session_bound: bool
+
+
+class LexicalHit(Frozen):
+    seq: int
+    score: float = Field(description="Higher is more relevant.")
+
+
+class Visibility(Frozen):
+    """Which versions a read may see: the entity and temporal filters plus version and archive state."""
+
+    valid_at: datetime
+    entity: str | None = None
+    scope_key: str | None = None
+    include_history: bool = False
+    as_of: datetime | None = None
+
+
+class LoggedRow(Frozen):
+    log_id: uuid.UUID
+    session_id: str
+    speaker: str
+    text: str
+    at: datetime
+    metadata: dict[str, Any]
+    status: str
+
+
+def _record(row: MemoryRow) -> StoredMemory:
+    scope = MemoryScope(kind=ScopeKind(row.scope_kind), session_id=row.session_id, task_id=row.task_id)
+    value: Any = row.data if row.data is not None else row.text
+    record = MemoryRecord(
+        memory_id=row.memory_id,
+        key=row.key,
+        value=value,
+        scope=scope,
+        entity=row.entity,
+        metadata=row.meta,
+        source_ids=tuple(row.source_ids),
+        version=row.version,
+        state=MemoryState(row.state),
+        archived=row.archived_at is not None,
+        created_at=aware(row.created_at),
+        valid_from=aware(row.valid_from),
+        expires_at=aware(row.expires_at) if row.expires_at is not None else None,
+    )
+    return StoredMemory(
+        seq=row.seq,
+        lineage_id=row.lineage_id,
+        record=record,
+        text=row.text,
+        activity=row.activity,
+        activity_at=aware(row.activity_at),
+        session_bound=row.session_bound,
+    )
+
+
+class SqlMemoryStore:
+    """Reads and writes memory rows; one instance serves any number of sessions."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+
+    # ------------------------------------------------------------------------------------- writes
+
+    def latest(self, session: Session, owner: str, scope_key: str, key: str) -> StoredMemory | None:
+        """The newest version of (owner, scope, key), current or not."""
+        row = session.scalars(
+            select(MemoryRow)
+            .where(MemoryRow.owner == owner, MemoryRow.scope_key == scope_key, MemoryRow.key == key)
+            .order_by(MemoryRow.version.desc())
+            .limit(1)
+            .with_for_update()
+        ).first()
+        return _record(row) if row is not None else None
+
+    def insert(self, session: Session, **values: Any) -> int:
+        """Insert one version; returns its ``seq`` (the Milvus primary key)."""
+        row = MemoryRow(**values)
+        session.add(row)
+        session.flush()
+        return row.seq
+
+    def supersede(self, session: Session, owner: str, seq: int, by: uuid.UUID, at: datetime) -> None:
+        session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.owner == owner, MemoryRow.seq == seq)
+            .values(state=MemoryState.SUPERSEDED.value, superseded_at=at, superseded_by=by)
+        )
+
+    def get(self, session: Session, owner: str, memory_id: uuid.UUID) -> StoredMemory:
+        row = session.scalars(
+            select(MemoryRow).where(MemoryRow.owner == owner, MemoryRow.memory_id == memory_id)
+        ).first()
+        if row is None:
+            raise NotFound(f"memory {memory_id} not found")
+        return _record(row)
+
+    def lineage_seqs(self, session: Session, owner: str, lineage_id: uuid.UUID) -> list[int]:
+        return list(
+            session.scalars(select(MemoryRow.seq).where(MemoryRow.owner == owner, MemoryRow.lineage_id == lineage_id))
+        )
+
+    def delete_seqs(self, session: Session, owner: str, seqs: Sequence[int]) -> int:
+        if not seqs:
+            return 0
+        result = session.execute(delete(MemoryRow).where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(seqs))))
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    def touch(self, session: Session, owner: str, scores: dict[int, float], at: datetime) -> None:
+        """Record accesses: the new (reinforced) activity per seq."""
+        for seq, score in scores.items():
+            session.execute(
+                update(MemoryRow)
+                .where(MemoryRow.owner == owner, MemoryRow.seq == seq)
+                .values(activity=score, activity_at=at, access_count=MemoryRow.access_count + 1)
+            )
+
+    def set_archived(self, session: Session, owner: str, seqs: Sequence[int], at: datetime | None) -> None:
+        if seqs:
+            session.execute(
+                update(MemoryRow).where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(seqs))).values(archived_at=at)
+            )
+
+    def restore(self, session: Session, owner: str, seq: int, activity: float, at: datetime) -> None:
+        session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.owner == owner, MemoryRow.seq == seq)
+            .values(archived_at=None, activity=activity, activity_at=at)
+        )
+
+    def end_session(self, session: Session, owner: str, session_id: str, at: datetime) -> int:
+        result = session.execute(
+            update(MemoryRow)
+            .where(
+                MemoryRow.owner == owner,
+                MemoryRow.session_id == session_id,
+                MemoryRow.session_bound.is_(True),
+                or_(MemoryRow.expires_at.is_(None), MemoryRow.expires_at > at),
+            )
+            .values(expires_at=at)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    # -------------------------------------------------------------------------------------- reads
+
+    def _visible(self, owner: str, vis: Visibility) -> list[ColumnElement[bool]]:
+        """The entity filter, the temporal filter and version/archive state, as SQL conditions."""
+        conds: list[ColumnElement[bool]] = [MemoryRow.owner == owner, MemoryRow.archived_at.is_(None)]
+        if vis.entity is not None:
+            conds.append(MemoryRow.entity == vis.entity)
+        if vis.scope_key is not None:
+            conds.append(MemoryRow.scope_key == vis.scope_key)
+        conds.append(MemoryRow.valid_from <= vis.valid_at)
+        conds.append(or_(MemoryRow.expires_at.is_(None), MemoryRow.expires_at > vis.valid_at))
+        if vis.as_of is not None:
+            conds.append(MemoryRow.created_at <= vis.as_of)
+            if not vis.include_history:
+                conds.append(or_(MemoryRow.superseded_at.is_(None), MemoryRow.superseded_at > vis.as_of))
+        elif not vis.include_history:
+            conds.append(MemoryRow.state == MemoryState.CURRENT.value)
+        return conds
+
+    def visible(self, session: Session, owner: str, seqs: Iterable[int], vis: Visibility) -> dict[int, StoredMemory]:
+        """Those of ``seqs`` that pass the filters, by seq."""
+        wanted = list(dict.fromkeys(seqs))
+        out: dict[int, StoredMemory] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = session.scalars(select(MemoryRow).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis)))
+            out.update((row.seq, _record(row)) for row in rows)
+        return out
+
+    def lexical(self, session: Session, owner: str, query: str, vis: Visibility, limit: int) -> list[LexicalHit]:
+        """Full-text ranking of the visible memories: FTS5 BM25 on SQLite, ``ts_rank`` on Postgres.
+
+        The query is reduced to its content words (stopwords dropped) OR-ed together; the index
+        stems both sides, so "painting" finds "painted".
+        """
+        words = list(dict.fromkeys(terms(query)))
+        if not words:
+            return []
+        if self.dialect == "sqlite":
+            return self._fts5(session, owner, words, vis, limit)
+        if self.dialect == "postgresql":
+            return self._tsvector(session, owner, words, vis, limit)
+        return []
+
+    def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
+        fts = table(FTS_TABLE, column("rowid"))
+        rank = literal_column(f"bm25({FTS_TABLE}, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT})", type_=Float)
+        match = " OR ".join(f'"{w}"' for w in words)
+        stmt = (
+            select(MemoryRow.seq, rank.label("rank"))
+            .select_from(fts.join(MemoryRow, MemoryRow.seq == fts.c.rowid))
+            .where(text(f"{FTS_TABLE} MATCH :match").bindparams(match=match), *self._visible(owner, vis))
+            .order_by(rank)
+            .limit(limit)
+        )
+        # FTS5's bm25() is negative, lower is better; flip it so every score reads "higher is better".
+        return [LexicalHit(seq=seq, score=-float(score)) for seq, score in session.execute(stmt)]
+
+    def _tsvector(
+        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int
+    ) -> list[LexicalHit]:
+        document = literal_column(PG_TSVECTOR, type_=TSVECTOR)
+        query = func.to_tsquery(text("'english'::regconfig"), " | ".join(words))
+        # Weights are {D, C, B, A}: context, key, (unused), text. Normalisation 1 divides by log length.
+        weights = f"'{{{CONTEXT_WEIGHT}, {KEY_WEIGHT}, {KEY_WEIGHT}, {TEXT_WEIGHT}}}'::float4[]"
+        rank = func.ts_rank(literal_column(weights), document, query, 1)
+        stmt = (
+            select(MemoryRow.seq, rank.label("rank"))
+            .where(document.op("@@")(query), *self._visible(owner, vis))
+            .order_by(rank.desc())
+            .limit(limit)
+        )
+        return [LexicalHit(seq=seq, score=float(score)) for seq, score in session.execute(stmt)]
+
+    # ----------------------------------------------------------------------------------- maintenance
+
+    def owners(self, session: Session) -> list[str]:
+        """Every owner with memories (maintenance jobs then work owner by owner)."""
+        return list(session.scalars(select(MemoryRow.owner).distinct()))
+
+    def stale(self, session: Session, owner: str, before: datetime) -> list[StoredMemory]:
+        """Current, unarchived memories whose activity was last set before ``before``."""
+        rows = session.scalars(
+            select(MemoryRow).where(
+                MemoryRow.owner == owner,
+                MemoryRow.archived_at.is_(None),
+                MemoryRow.state == MemoryState.CURRENT.value,
+                MemoryRow.activity_at < before,
+            )
+        )
+        return [_record(row) for row in rows]
+
+    def expired_seqs(self, session: Session, owner: str, now: datetime) -> list[int]:
+        return list(
+            session.scalars(
+                select(MemoryRow.seq).where(
+                    MemoryRow.owner == owner, MemoryRow.expires_at.is_not(None), MemoryRow.expires_at <= now
+                )
+            )
+        )
+
+    def all_rows(self, session: Session, owner: str, after_seq: int, limit: int) -> list[StoredMemory]:
+        rows = session.scalars(
+            select(MemoryRow)
+            .where(MemoryRow.owner == owner, MemoryRow.seq > after_seq)
+            .order_by(MemoryRow.seq)
+            .limit(limit)
+        )
+        return [_record(row) for row in rows]
+
+    # ------------------------------------------------------------------------------------ raw log
+
+    def log(self, session: Session, **values: Any) -> None:
+        session.add(MemoryLogRow(**values))
+        session.flush()
+
+    def log_owners(self, session: Session) -> list[str]:
+        return list(session.scalars(select(MemoryLogRow.owner).where(MemoryLogRow.status == "pending").distinct()))
+
+    def log_since(self, session: Session, owner: str) -> list[LoggedRow]:
+        """The owner's log from its oldest pending turn on, in time order."""
+        first = session.scalar(
+            select(func.min(MemoryLogRow.at)).where(MemoryLogRow.owner == owner, MemoryLogRow.status == "pending")
+        )
+        if first is None:
+            return []
+        rows = session.scalars(
+            select(MemoryLogRow)
+            .where(MemoryLogRow.owner == owner, MemoryLogRow.at >= first)
+            .order_by(MemoryLogRow.at, MemoryLogRow.seq)
+        )
+        return [
+            LoggedRow(
+                log_id=r.log_id,
+                session_id=r.session_id,
+                speaker=r.speaker,
+                text=r.text,
+                at=aware(r.at),
+                metadata=r.meta,
+                status=r.status,
+            )
+            for r in rows
+        ]
+
+    def mark_log(
+        self, session: Session, owner: str, log_id: uuid.UUID, status: str, at: datetime, memory_id: uuid.UUID | None
+    ) -> None:
+        session.execute(
+            update(MemoryLogRow)
+            .where(and_(MemoryLogRow.owner == owner, MemoryLogRow.log_id == log_id))
+            .values(status=status, evaluated_at=at, memory_id=memory_id)
+        )

@@ -1,0 +1,315 @@
+"""Long-term memory on SQLite and Postgres with Milvus Lite: versions, lifetimes, isolation, retrieval."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from cluster.core.errors import Conflict, InvalidInput, NotFound
+from cluster.core.memory import (
+    ActivityPolicy,
+    MemoryQuery,
+    MemoryScope,
+    MemoryState,
+    MemoryUpdate,
+    MemoryWrite,
+    Ttl,
+    Turn,
+)
+from cluster.memory import MemoryService
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+
+def ids(result: object) -> list[uuid.UUID]:
+    return [hit.memory.memory_id for hit in result.hits]  # type: ignore[attr-defined]
+
+
+def test_superseded_versions_are_hidden_by_default_and_visible_with_history(memory: MemoryService) -> None:
+    first = memory.write("alice", "environment", "The project runs on the test environment", now=T0)
+    second = memory.write(
+        "alice", "environment", "The project switched to the production environment", now=T0 + timedelta(days=7)
+    )
+    later = T0 + timedelta(days=8)
+
+    current = memory.query("alice", "which environment does the project use", now=later)
+    assert ids(current) == [second]
+    assert current.hits[0].memory.version == 2
+
+    history = memory.query("alice", "which environment does the project use", include_history=True, now=later)
+    assert set(ids(history)) == {first, second}
+    old = next(h.memory for h in history.hits if h.memory.memory_id == first)
+    assert old.state is MemoryState.SUPERSEDED
+
+    then = memory.query("alice", "which environment does the project use", as_of=T0 + timedelta(days=1), now=later)
+    assert ids(then) == [first]
+
+
+def test_update_writes_a_new_version_and_refuses_a_superseded_one(memory: MemoryService) -> None:
+    first = memory.write("alice", "timezone", "Alice works in UTC", metadata={"source": "chat"}, now=T0)
+    result = memory.apply_update(
+        "alice", MemoryUpdate(memory_id=first, value="Alice works in CET"), now=T0 + timedelta(hours=1)
+    )
+    assert result.version == 2
+    assert result.superseded_id == first
+    record = memory.get("alice", result.memory_id)
+    assert record.value == "Alice works in CET"
+    assert record.metadata == {"source": "chat"}
+    with pytest.raises(Conflict):
+        memory.update("alice", first, "Alice works in PST")
+
+
+def test_structured_values_round_trip_and_are_searchable(memory: MemoryService) -> None:
+    memory_id = memory.write("alice", "order", {"order_id": "A-17", "status": "shipped"}, now=T0)
+    found = memory.query("alice", "order A-17 status", now=T0)
+    assert ids(found)[0] == memory_id
+    assert found.hits[0].memory.value == {"order_id": "A-17", "status": "shipped"}
+
+
+def test_expired_memories_are_never_returned_and_purge_removes_them(memory: MemoryService) -> None:
+    meeting = memory.write(
+        "alice", "meeting", "Alice has a meeting with the design team tomorrow", ttl=Ttl.window(3600), now=T0
+    )
+    assert ids(memory.query("alice", "meeting with the design team", now=T0 + timedelta(minutes=30))) == [meeting]
+    after = T0 + timedelta(hours=2)
+    assert ids(memory.query("alice", "meeting with the design team", now=after)) == []
+    assert ids(memory.query("alice", "meeting with the design team", include_history=True, now=after)) == []
+
+    report = memory.purge_expired(after)
+    assert report.changed == 1
+    with pytest.raises(NotFound):
+        memory.get("alice", meeting)
+    assert memory.index.seqs("alice") == set()
+
+
+def test_a_window_that_has_not_started_is_not_yet_in_effect(memory: MemoryService) -> None:
+    trip = memory.write(
+        "alice",
+        "trip",
+        "Alice is travelling in Hangzhou",
+        ttl=Ttl(kind="window", valid_from=T0 + timedelta(days=7), seconds=3 * 86400),
+        now=T0,
+    )
+    assert ids(memory.query("alice", "where is Alice travelling", now=T0)) == []
+    assert ids(memory.query("alice", "where is Alice travelling", now=T0 + timedelta(days=8))) == [trip]
+
+
+def test_session_bound_memories_expire_when_the_session_ends(memory: MemoryService) -> None:
+    state = memory.write(
+        "alice",
+        "draft",
+        "The draft report is open in the editor",
+        scope=MemoryScope.session("s1"),
+        ttl=Ttl.session(),
+        now=T0,
+    )
+    fact = memory.write("alice", "editor", "Alice prefers the vim editor", now=T0)
+    assert set(ids(memory.query("alice", "editor", top_k=5, now=T0))) == {state, fact}
+    memory.end_session("alice", "s1", now=T0 + timedelta(hours=1))
+    assert ids(memory.query("alice", "editor", top_k=5, now=T0 + timedelta(hours=2))) == [fact]
+    with pytest.raises(InvalidInput):
+        memory.write("alice", "x", "needs a session", ttl=Ttl.session(), now=T0)
+
+
+def test_scopes_key_user_facts_session_state_and_task_state_separately(memory: MemoryService) -> None:
+    user = memory.write("alice", "language", "Reply to Alice in Chinese", now=T0)
+    s1 = memory.write("alice", "language", "This session is in English", scope=MemoryScope.session("s1"), now=T0)
+    s2 = memory.write("alice", "language", "This session is in French", scope=MemoryScope.session("s2"), now=T0)
+    task = memory.write("alice", "language", "The task output is in German", scope=MemoryScope.task("t9"), now=T0)
+    # Same key, different scopes: four current memories, none superseding another.
+    for memory_id in (user, s1, s2, task):
+        assert memory.get("alice", memory_id).version == 1
+    everything = memory.query("alice", "which language", top_k=10, now=T0)
+    assert set(ids(everything)) == {user, s1, s2, task}
+    only_s2 = memory.query("alice", "which language", scope=MemoryScope.session("s2"), now=T0)
+    assert ids(only_s2) == [s2]
+    only_user = memory.query("alice", "which language", scope=MemoryScope.user(), now=T0)
+    assert ids(only_user) == [user]
+    only_task = memory.query("alice", "which language", scope=MemoryScope.task("t9"), now=T0)
+    assert ids(only_task) == [task]
+
+
+def test_entity_filter_comes_before_ranking(memory: MemoryService) -> None:
+    bob = memory.write("alice", "bob_food", "Bob loves spicy noodles", entity="bob", now=T0)
+    carol = memory.write("alice", "carol_food", "Carol loves spicy noodles", entity="carol", now=T0)
+    assert ids(memory.query("alice", "who loves spicy noodles", entity="carol", now=T0)) == [carol]
+    assert ids(memory.query("alice", "who loves spicy noodles", entity="bob", now=T0)) == [bob]
+
+
+def test_owners_never_see_each_others_memories(memory: MemoryService) -> None:
+    rng = random.Random(20260105)
+    owners = ["alice", "bob", "carol", "d\"ave's"]
+    topics = ["coffee", "hiking", "python", "paris", "guitar", "budget", "flight", "dentist", "garden", "chess"]
+    mine: dict[str, set[uuid.UUID]] = {o: set() for o in owners}
+    writes: dict[str, list[MemoryWrite]] = {o: [] for o in owners}
+    for i in range(80):
+        owner = rng.choice(owners)
+        a, b = rng.sample(topics, 2)
+        writes[owner].append(MemoryWrite(key=f"k{i % 7}", value=f"notes about {a} and {b} number {i}"))
+    for owner, batch in writes.items():
+        for result in memory.apply_writes(owner, batch, now=T0):
+            mine[owner].add(result.memory_id)
+    for _ in range(40):
+        owner = rng.choice(owners)
+        query = " ".join(rng.sample(topics, 2))
+        result = memory.query(owner, query, top_k=10, include_history=rng.random() < 0.5, now=T0)
+        assert set(ids(result)) <= mine[owner]
+    for owner in owners:
+        others = set().union(*(mine[o] for o in owners if o != owner))
+        for memory_id in list(others)[:5]:
+            with pytest.raises(NotFound):
+                memory.get(owner, memory_id)
+            with pytest.raises(NotFound):
+                memory.forget(owner, memory_id)
+            with pytest.raises(NotFound):
+                memory.update(owner, memory_id, "overwrite")
+            with pytest.raises(NotFound):
+                memory.restore(owner, memory_id)
+    # The vector store is constrained by owner as well, not only the SQL that filters it.
+    everyone = set().union(*(memory.index.seqs(o) for o in owners))
+    for owner in owners:
+        assert memory.index.seqs(owner).isdisjoint(everyone - memory.index.seqs(owner))
+
+
+def test_forget_removes_every_version_from_sql_and_milvus(memory: MemoryService) -> None:
+    first = memory.write("alice", "pet", "Alice has a cat", now=T0)
+    memory.write("alice", "pet", "Alice has a cat and a dog", now=T0 + timedelta(days=1))
+    keep = memory.write("alice", "car", "Alice drives a blue car", now=T0)
+    assert len(memory.index.seqs("alice")) == 3
+    result = memory.forget("alice", first)
+    assert result.removed_versions == 2
+    assert len(memory.index.seqs("alice")) == 1
+    found = memory.query("alice", "what pet does Alice have", include_history=True, now=T0 + timedelta(days=2))
+    assert ids(found) == [keep]
+    with pytest.raises(NotFound):
+        memory.forget("alice", first)
+
+
+def test_unused_memories_are_archived_and_can_be_restored(memory: MemoryService) -> None:
+    used = memory.write("alice", "tea", "Alice drinks green tea every morning", now=T0)
+    unused = memory.write("alice", "bike", "Alice sold her old bike", now=T0)
+    policy = memory.activity
+    # Keep "used" alive by asking about it once a month.
+    for month in range(1, 6):
+        memory.query("alice", "green tea morning", top_k=1, now=T0 + timedelta(days=30 * month))
+    later = T0 + timedelta(days=160)
+    assert policy.should_archive(policy.initial, T0, later)
+    report = memory.decay_and_archive(later)
+    assert set(report.memory_ids) == {unused}
+    assert ids(memory.query("alice", "old bike sold", top_k=5, now=later)) == [used]
+    assert memory.get("alice", unused).archived
+
+    memory.restore("alice", unused, now=later)
+    assert unused in ids(memory.query("alice", "old bike sold", top_k=5, now=later))
+    assert memory.decay_and_archive(later + timedelta(days=1)).changed == 0
+
+
+def test_query_reinforces_activity_of_what_it_returns(memory: MemoryService) -> None:
+    memory.write("alice", "tea", "Alice drinks green tea", now=T0)
+    first = memory.query("alice", "green tea", top_k=1, now=T0 + timedelta(days=30))
+    assert first.hits[0].why.activity == pytest.approx(0.5, rel=1e-6)
+    second = memory.query("alice", "tea", top_k=1, now=T0 + timedelta(days=30))
+    assert second.hits[0].why.activity == pytest.approx(1.5, rel=1e-6)
+
+
+def test_explicit_requests_are_stored_at_once(memory: MemoryService) -> None:
+    result = memory.observe("alice", "s1", Turn(text="Please remember that I am allergic to peanuts"), now=T0)
+    assert result.promoted is not None
+    assert result.reason == "explicit"
+    found = memory.query("alice", "allergies", now=T0)
+    assert ids(found) == [result.promoted.memory_id]
+    assert found.hits[0].memory.source_ids == (str(result.log_id),)
+
+
+def test_a_turn_referenced_later_is_promoted_by_reevaluation(memory: MemoryService) -> None:
+    trip = memory.observe("alice", "s1", Turn(text="I'm going to Hangzhou next week for the conference"), now=T0)
+    chatter = memory.observe("alice", "s1", Turn(text="The weather is nice today"), now=T0 + timedelta(minutes=1))
+    assert trip.promoted is None
+    assert chatter.promoted is None
+    assert memory.query("alice", "Hangzhou", now=T0 + timedelta(minutes=2)).hits == ()
+
+    question = Turn(text="Can you check the Hangzhou forecast for the conference days?")
+    later = memory.observe("alice", "s2", question, now=T0 + timedelta(days=3))
+    report = memory.reevaluate(now=T0 + timedelta(days=3, minutes=1))
+    assert report.changed == 1
+    found = memory.query("alice", "Hangzhou trip", now=T0 + timedelta(days=3, minutes=2))
+    assert len(found.hits) == 1
+    hit = found.hits[0].memory
+    assert hit.value == "I'm going to Hangzhou next week for the conference"
+    assert hit.source_ids == (str(trip.log_id), str(later.log_id))
+    assert hit.metadata["promoted"] == "referenced_later"
+    # Running the job again changes nothing; other owners are untouched.
+    assert memory.reevaluate(now=T0 + timedelta(days=3, minutes=5)).changed == 0
+    assert memory.query("bob", "Hangzhou", now=T0 + timedelta(days=4)).hits == ()
+
+
+def test_unreferenced_turns_leave_the_queue_after_the_horizon(memory: MemoryService) -> None:
+    memory.observe("alice", "s1", Turn(text="Just some small talk about nothing"), now=T0)
+    far = T0 + memory.promotion.horizon + timedelta(days=1)
+    assert memory.reevaluate("alice", now=far).changed == 0
+    assert memory.reevaluate("alice", now=far).scanned == 0
+
+
+def test_hot_queries_are_cached_per_owner_and_invalidated_by_writes(memory: MemoryService) -> None:
+    memory.write("alice", "tea", "Alice drinks green tea", now=T0)
+    memory.write("bob", "tea", "Bob drinks black tea", now=T0)
+    first = memory.query("alice", "tea", now=T0)
+    again = memory.query("alice", "tea", now=T0 + timedelta(seconds=1))
+    assert not first.cached
+    assert again.cached
+    assert ids(again) == ids(first)
+    assert (memory.cache.hits, memory.cache.misses) == (1, 1)
+    memory.query("bob", "tea", now=T0 + timedelta(seconds=1))
+    memory.write("bob", "coffee", "Bob drinks coffee too", now=T0 + timedelta(seconds=2))
+    assert memory.query("alice", "tea", now=T0 + timedelta(seconds=3)).cached
+    memory.write("alice", "tea", "Alice switched to oolong tea", now=T0 + timedelta(seconds=4))
+    fresh = memory.query("alice", "tea", now=T0 + timedelta(seconds=5))
+    assert not fresh.cached
+    assert fresh.hits[0].memory.value == "Alice switched to oolong tea"
+    stats = memory.stats()
+    assert stats.cache_hits == 2
+    assert stats.cache_misses == 3
+
+
+def test_results_explain_every_stage(memory: MemoryService) -> None:
+    memory.write("alice", "tea", "Alice drinks green tea", source_ids=["turn-1", "turn-2"], now=T0)
+    hit = memory.run_query("alice", MemoryQuery(query="green tea", entity=None), now=T0).hits[0]
+    assert hit.memory.source_ids == ("turn-1", "turn-2")
+    assert hit.why.valid_at == T0
+    assert hit.why.dense_rank == 1
+    assert hit.why.lexical_rank == 1
+    assert hit.why.dense_similarity is not None
+    assert hit.why.dense_similarity > 0.5
+    assert hit.why.lexical_score is not None
+    assert hit.why.lexical_score > 0
+    assert hit.score == pytest.approx(hit.why.fused)
+
+
+def test_reindex_rebuilds_vectors_from_sql(memory: MemoryService) -> None:
+    memory.write("alice", "tea", "Alice drinks green tea", now=T0)
+    memory.write("bob", "tea", "Bob drinks black tea", now=T0)
+    memory.index.reset()
+    assert memory.index.seqs("alice") == set()
+    assert memory.reindex() == 2
+    hit = memory.query("alice", "beverage in the morning", now=T0).hits[0]
+    assert hit.why.dense_rank == 1
+    assert len(memory.index.seqs("bob")) == 1
+
+
+def test_bad_input_is_an_error_not_a_string(memory: MemoryService) -> None:
+    with pytest.raises(InvalidInput):
+        memory.write("", "k", "v")
+    with pytest.raises(InvalidInput):
+        memory.write("alice", "k", "nul\x00byte")
+    with pytest.raises(InvalidInput):
+        memory.query("alice", "q", top_k=0)
+
+
+def test_a_memory_policy_can_be_tuned(database: object, embedder: object, index: object) -> None:
+    service = MemoryService(database, embedder, index, activity=ActivityPolicy(half_life_days=1.0))  # type: ignore[arg-type]
+    memory_id = service.write("alice", "k", "short lived note", now=T0)
+    assert service.decay_and_archive(T0 + timedelta(days=5)).memory_ids == (memory_id,)
