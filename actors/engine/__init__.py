@@ -13,7 +13,13 @@ pairs, sensitivity), :mod:`~actors.engine.conditions` (learned feature threshold
 
 from actors.engine.batch import AttributionResult, NodeScore, attribute, attribute_batch
 from actors.engine.conditions import LearnedCondition, flatten_context, learn_condition
-from actors.engine.confidence import apply_outcome, initial_confidence, update_confidence, wilson_lower_bound
+from actors.engine.confidence import (
+    apply_outcome,
+    initial_confidence,
+    served_feedback,
+    update_confidence,
+    wilson_lower_bound,
+)
 from actors.engine.contrast import ChoiceRef, Contrast, ContrastKind
 from actors.engine.credit import (
     CreditContext,
@@ -58,6 +64,7 @@ __all__ = [
     "learn_condition",
     "merge_into_library",
     "register_scorer",
+    "served_feedback",
     "unregister_scorer",
     "update_confidence",
     "wilson_lower_bound",

@@ -11,9 +11,11 @@
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import datetime
 
 from cluster.core.experience import ExperienceTemplate, utcnow
+from cluster.core.trajectory import ResultStatus, Trajectory
 
 Z_80 = 1.2816
 SUCCESS_GAIN = 0.1
@@ -61,3 +63,15 @@ def apply_outcome(template: ExperienceTemplate, succeeded: bool, now: datetime |
     return template.model_copy(
         update={"confidence": update_confidence(template.confidence, succeeded), "updated_at": now or utcnow()}
     )
+
+
+def served_feedback(trajectory: Trajectory) -> dict[uuid.UUID, bool]:
+    """Which served templates to credit (True) or debit (False) from a finalized trajectory.
+
+    A partial outcome, or no outcome yet, says nothing either way and yields no entries.
+    """
+    outcome = trajectory.outcome
+    if outcome is None or outcome.status is ResultStatus.PARTIAL:
+        return {}
+    succeeded = outcome.status is ResultStatus.SUCCESS
+    return dict.fromkeys(outcome.served_template_ids, succeeded)

@@ -9,9 +9,9 @@ did not choose here, but that succeeded elsewhere in the same situation, is evid
 A node's outcome is the sign of its contribution score: above ``+OUTCOME_THRESHOLD`` it
 succeeded, below ``-OUTCOME_THRESHOLD`` it failed, in between it is neutral and ignored.
 
-Sensitivity: a signature group is worth analysing only if some action succeeded in it and a
-*different* action failed in it. If every choice (or every order of two steps) succeeded, the
-decision did not matter and no template is made.
+Sensitivity: a signature group is worth analysing only if some choice succeeded in it and some
+failed — a different action, or the same tool with a different parameter value. If every choice
+(or every order of two steps) succeeded, the decision did not matter and no template is made.
 """
 
 from __future__ import annotations
@@ -104,10 +104,13 @@ def group_by_signature(observations: Iterable[Observation]) -> dict[str, list[Ob
 
 
 def is_sensitive(group: Sequence[Observation]) -> bool:
-    """True when one action succeeded and a different one failed at this decision point."""
-    succeeded = {o.action for o in group if o.outcome > 0}
-    failed = {o.action for o in group if o.outcome < 0}
-    return bool(succeeded) and bool(failed) and (len(succeeded) > 1 or len(failed) > 1 or succeeded != failed)
+    """True when some choice at this decision point succeeded and some failed.
+
+    Cheap pre-filter: if everything succeeded (or everything failed) the choice did not change
+    the outcome. Whether the *difference* is the action or a parameter value is decided when
+    templates are distilled.
+    """
+    return any(o.outcome > 0 for o in group) and any(o.outcome < 0 for o in group)
 
 
 class ContrastKind(StrEnum):

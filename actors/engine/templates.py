@@ -13,6 +13,10 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
 
+And for every action that both succeeded and failed: when exactly one plain parameter value
+tells its successes from its failures (``encoding="utf-8"`` vs ``"latin-1"``), the parameter
+was the decision, and the template recommends the tool with that value and avoids the other.
+
 Template ids are UUIDv5 of the signature, the two tools and the condition, and timestamps come
 from the evidence, so the same input always yields the same templates.
 """
@@ -27,10 +31,10 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import holds, holds_all, learn_condition
+from actors.engine.conditions import flatten_context, holds, holds_all, learn_condition
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
-from actors.engine.generalize import generalize_params, sanitize_text
+from actors.engine.generalize import generalize_params, sanitize_text, string_kind
 from cluster.core.experience import (
     ActionPattern,
     Condition,
@@ -76,6 +80,10 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
                 finding = _distil_pair(good, bad, succeeded, failed)
                 if finding is not None:
                     findings.append(finding)
+    for tool in sorted(set(succeeded) & set(failed)):
+        finding = _distil_params(tool, succeeded[tool], failed[tool])
+        if finding is not None:
+            findings.append(finding)
     return findings
 
 
@@ -99,6 +107,58 @@ def _distil_pair(
     if not recommended or not avoided:
         return None
 
+    return _finding(
+        recommended,
+        avoided,
+        counter,
+        identity=(good, bad, predicates),
+        condition=predicates,
+        rationale=_rationale(good, bad, recommended, avoided),
+        caveats=_caveats(good, predicates, good_fail),
+        strength=strength,
+    )
+
+
+def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observation]) -> Finding | None:
+    """Same tool, different outcome: is one parameter value the difference?
+
+    Only plain categorical parameters (short strings without paths, ids or URLs; booleans) are
+    considered, and exactly one must separate perfectly: every success used the same value and
+    no failure did. With several candidates the evidence cannot say which one mattered.
+    """
+    ok_flat = [flatten_context(o.node.action_params, "params") for o in ok]
+    fail_flat = [flatten_context(o.node.action_params, "params") for o in fail]
+    candidates = []
+    for feature in sorted(set(ok_flat[0]).intersection(*ok_flat[1:])):
+        values = {f[feature] for f in ok_flat}
+        if len(values) != 1:
+            continue
+        value = values.pop()
+        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) == "plain")
+        if usable and all(f.get(feature, None) != value for f in fail_flat):
+            candidates.append(Predicate(feature=feature, op="==", value=value))
+    if len(candidates) != 1:
+        return None
+    (pred,) = candidates
+    bad_values = sorted({repr(f[pred.feature]) for f in fail_flat if pred.feature in f}) or ["absent"]
+    rationale = (
+        f"{tool} succeeded in {len(ok)} run(s) with {pred.feature[len('params.') :]} = {pred.value!r} "
+        f"and failed in {len(fail)} run(s) with {' or '.join(bad_values)}"
+    )
+    return _finding(ok, fail, (), identity=(tool, tool, (pred,)), condition=(), rationale=rationale, caveats=())
+
+
+def _finding(
+    recommended: Sequence[Observation],
+    avoided: Sequence[Observation],
+    counter: Sequence[Observation],
+    *,
+    identity: tuple[str, str, Sequence[Predicate]],
+    condition: tuple[Predicate, ...],
+    rationale: str,
+    caveats: tuple[str, ...],
+    strength: float = 1.0,
+) -> Finding:
     gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
     strength *= min(1.0, max(0.0, gap / 2))
     sample = recommended[0]
@@ -107,16 +167,17 @@ def _distil_pair(
     provenance = [_prov(o, EvidenceKind.RECOMMENDED_SUCCEEDED) for o in recommended]
     provenance += [_prov(o, EvidenceKind.AVOIDED_FAILED) for o in avoided]
     provenance += [_prov(o, EvidenceKind.COUNTER) for o in counter]
+    good, bad, id_predicates = identity
     template = ExperienceTemplate(
-        template_id=template_id(key, good, bad, predicates),
+        template_id=template_id(key, good, bad, id_predicates),
         role=sample.signature.role,
         task_type=sample.signature.task_type,
         signature=key,
-        condition=Condition(predicates=predicates),
+        condition=Condition(predicates=condition),
         recommended=ActionPattern(tool=good, params=_pattern(recommended)),
         avoid=ActionPattern(tool=bad, params=_pattern(avoided)),
-        rationale=_rationale(good, bad, recommended, avoided),
-        caveats=_caveats(good, predicates, good_fail),
+        rationale=rationale,
+        caveats=caveats,
         provenance=tuple(provenance),
         support=Support(
             successes=len(recommended),

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import uuid
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.engine import apply_outcome, initial_confidence, update_confidence, wilson_lower_bound
+from actors.engine import apply_outcome, initial_confidence, served_feedback, update_confidence, wilson_lower_bound
 from cluster.core.experience import ActionPattern, ExperienceTemplate
-from tests.unit.engine.builders import T0
+from cluster.core.trajectory import Outcome, ResultStatus
+from tests.unit.engine.builders import T0, Builder
 
 
 def test_one_example_is_far_from_certain_and_more_support_raises_confidence() -> None:
@@ -47,3 +50,16 @@ def test_apply_outcome_moves_only_confidence_and_timestamp() -> None:
     after = apply_outcome(template, succeeded=False, now=T0)
     assert after.confidence < 0.6
     assert after.model_copy(update={"confidence": 0.6}) == template
+
+
+def test_served_feedback_credits_success_debits_failure_and_ignores_partial() -> None:
+    served = [uuid.uuid4(), uuid.uuid4()]
+    b = Builder()
+    b.add("x")
+    base = b.build("success")
+    for status, expected in (("success", True), ("failure", False)):
+        outcome = Outcome(status=ResultStatus(status), served_template_ids=served)
+        assert served_feedback(base.model_copy(update={"outcome": outcome})) == dict.fromkeys(served, expected)
+    partial = Outcome(status=ResultStatus.PARTIAL, served_template_ids=served)
+    assert served_feedback(base.model_copy(update={"outcome": partial})) == {}
+    assert served_feedback(base.model_copy(update={"outcome": None})) == {}

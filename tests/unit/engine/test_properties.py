@@ -66,12 +66,12 @@ def test_attribution_is_bounded_deterministic_and_points_at_real_nodes(
         for contrast in result.contrasts:
             assert (contrast.good.trajectory_id, contrast.good.node_id) in decisions
             assert (contrast.bad.trajectory_id, contrast.bad.node_id) in decisions
-            assert contrast.good.action != contrast.bad.action
+            assert contrast.good.node_id != contrast.bad.node_id
         for template in result.templates:
             templates.append(template)
             assert 0.0 <= template.confidence <= 1.0
             assert template.avoid is not None
-            assert template.avoid.tool != template.recommended.tool
+            assert template.avoid != template.recommended
             assert all((p.trajectory_id, nid) in real for p in template.provenance for nid in p.node_ids)
             assert "/tmp/" not in template.render()
     block = render_prompt_block(templates)

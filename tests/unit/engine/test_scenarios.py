@@ -6,6 +6,7 @@ import re
 
 from actors.engine import ContrastKind, attribute_batch
 from cluster.core.experience import ExperienceTemplate, render_prompt_block
+from cluster.core.trajectory import Trajectory
 from tests.unit.engine.builders import Builder, bulk_vs_single_runs, insert_run
 
 
@@ -193,3 +194,37 @@ def test_rendering_and_prompt_block_are_deterministic() -> None:
     assert block.endswith("[/EXPERIENCE]")
     assert "bulk_import(" in block
     assert "avoid add_item(" in block
+
+
+def _encoding_run(encoding: str, ok: bool, *, sep: str = ",", run: int = 0) -> Trajectory:
+    b = Builder(task_type="csv_export")
+    root = b.add("query", context={"goal": "export the table"})
+    b.add(
+        "write_csv",
+        ["write_csv", "write_json"],
+        parent=root,
+        status="success" if ok else "failure",
+        params={"path": f"/out/run-{run}/table.csv", "encoding": encoding, "sep": sep},
+        context={"goal": "export the table", "rows": 10 + run},
+        summary=None if ok else "consumer rejected the file: invalid byte 0xe9",
+    )
+    return b.build("success" if ok else "failure")
+
+
+def test_a_parameter_value_that_decides_the_outcome_becomes_a_same_tool_template() -> None:
+    runs = [
+        _encoding_run("utf-8", True, run=1),
+        _encoding_run("utf-8", True, run=2),
+        _encoding_run("latin-1", False, run=3),
+    ]
+    (template,) = _templates(attribute_batch(runs))
+    assert template.recommended.render() == 'write_csv(encoding="utf-8", path=<csv_path>, sep=",")'
+    assert template.avoid is not None
+    assert template.avoid.render() == 'write_csv(encoding="latin-1", path=<csv_path>, sep=",")'
+    assert "'latin-1'" in template.rationale
+    assert_useful(template)
+
+
+def test_no_parameter_template_when_two_parameters_could_explain_the_failure() -> None:
+    runs = [_encoding_run("utf-8", True, run=1), _encoding_run("latin-1", False, sep=";", run=2)]
+    assert _templates(attribute_batch(runs)) == []
