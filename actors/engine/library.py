@@ -106,7 +106,9 @@ def _merge_thresholds(
         q = by_key[(p.feature, p.op)]
         if isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
             mean = (p.value * w_old + q.value * w_new) / max(1, w_old + w_new)
-            value: JsonValue = round(mean) if isinstance(p.value, int) and isinstance(q.value, int) else mean
+            value: JsonValue = (
+                round(mean) if isinstance(p.value, int) and isinstance(q.value, int) else float(f"{mean:.6g}")
+            )
             out.append(p.model_copy(update={"value": value}))
         else:
             out.append(p)

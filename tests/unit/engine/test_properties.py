@@ -78,3 +78,5 @@ def test_attribution_is_bounded_deterministic_and_points_at_real_nodes(
     assert block == render_prompt_block(templates)
     merged = merge_into_library([], templates)
     assert len(merged.library) == len(merged.new) + len(merged.supplementary) <= len(templates)
+    # Merging the same findings again (a retried batch) changes nothing.
+    assert merge_into_library(merged.library, templates).library == merged.library
