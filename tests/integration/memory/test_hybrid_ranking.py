@@ -1,0 +1,51 @@
+"""Dense and lexical ranking each miss something the other finds; the fused ranking finds both."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.core.memory import MemoryWrite, RankingPolicy
+from cluster.core.ports import Embedder
+from cluster.memory import MemoryService, MilvusMemoryIndex
+from cluster.stores.db import Database
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+MEMORIES = {
+    "locker_2209": "The key for locker 2209 is in the top desk drawer",
+    "locker_4417": "Spare key of 4417 sits under the doormat",
+    "dog": "Alice adopted a golden retriever puppy last spring",
+    "compiler": "Alice is writing a compiler in Rust as a side project",
+    "holiday": "Alice spent the holidays skiing in the Alps",
+}
+# question -> the memory that answers it
+QUESTIONS = {
+    # An exact identifier: only the lexical side tells 4417 from 2209; to the embedding model the
+    # other locker's sentence reads closer.
+    "Where is the key for locker 4417?": "locker_4417",
+    # A paraphrase: no content word in common with the answer, which only the dense side sees.
+    "What kind of animal does she keep at home?": "dog",
+}
+
+
+def reciprocal_rank(service: MemoryService, question: str, gold: str) -> float:
+    keys = [hit.memory.key for hit in service.query("alice", question, top_k=5, now=T0).hits]
+    return 1.0 / (keys.index(gold) + 1) if gold in keys else 0.0
+
+
+def test_hybrid_ranking_beats_dense_alone_and_lexical_alone(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    hybrid = MemoryService(database, embedder, index, cache_size=0)
+    hybrid.apply_writes("alice", [MemoryWrite(key=k, value=v) for k, v in MEMORIES.items()], now=T0)
+    dense = MemoryService(database, embedder, index, ranking=RankingPolicy(lexical_weight=0.0), cache_size=0)
+    lexical = MemoryService(database, embedder, index, ranking=RankingPolicy(dense_weight=0.0), cache_size=0)
+
+    def mrr(service: MemoryService) -> float:
+        return sum(reciprocal_rank(service, q, gold) for q, gold in QUESTIONS.items()) / len(QUESTIONS)
+
+    scores = {"hybrid": mrr(hybrid), "dense": mrr(dense), "lexical": mrr(lexical)}
+    assert scores["hybrid"] > scores["dense"], scores
+    assert scores["hybrid"] > scores["lexical"], scores
+    assert scores["hybrid"] == 1.0, scores
