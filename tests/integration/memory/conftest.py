@@ -18,6 +18,7 @@ from cluster.core.ports import Embedder
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
 from cluster.memory import MemoryService, MilvusMemoryIndex
 from cluster.stores.db import Database
+from cluster.stores.milvus import open_milvus
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -29,10 +30,8 @@ def embedder() -> Embedder:
 
 @pytest.fixture(scope="session")
 def milvus_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from pymilvus import MilvusClient
-
     path: Path = tmp_path_factory.mktemp("milvus") / "memory.db"
-    client = MilvusClient(str(path))
+    client = open_milvus(str(path))
     yield client
     client.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,9 @@ from cluster.core.memory import (
     Ttl,
     Turn,
 )
-from cluster.memory import MemoryService
+from cluster.memory import MemoryService, build_memory_service
+from cluster.settings import load_settings
+from cluster.stores.migrate import upgrade
 from tests.integration.memory.conftest import T0
 
 pytestmark = pytest.mark.milvus
@@ -313,3 +316,15 @@ def test_a_memory_policy_can_be_tuned(database: object, embedder: object, index:
     service = MemoryService(database, embedder, index, activity=ActivityPolicy(half_life_days=1.0))  # type: ignore[arg-type]
     memory_id = service.write("alice", "k", "short lived note", now=T0)
     assert service.decay_and_archive(T0 + timedelta(days=5)).memory_ids == (memory_id,)
+
+
+def test_the_service_is_built_from_settings(tmp_path: Path) -> None:
+    settings = load_settings(data_dir=tmp_path)
+    upgrade(settings.sql_url())
+    service = build_memory_service(settings)
+    try:
+        memory_id = service.write("alice", "tea", "Alice drinks green tea", now=T0)
+        assert ids(service.query("alice", "green tea", now=T0)) == [memory_id]
+    finally:
+        service.index.client.close()
+        service.db.dispose()

@@ -1,0 +1,32 @@
+"""Build the memory service from settings (the composition root calls this once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.core.ports import Embedder
+from cluster.embedding import build_embedder
+from cluster.memory.service import MemoryService
+from cluster.memory.vectors import COLLECTION, MilvusMemoryIndex
+from cluster.settings import Settings
+from cluster.stores.db import Database
+from cluster.stores.milvus import connect
+
+
+def build_memory_service(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    embedder: Embedder | None = None,
+    milvus: Any = None,
+    collection: str = COLLECTION,
+) -> MemoryService:
+    """A memory service on the configured SQL database, Milvus and embedder.
+
+    Pass ``database``, ``embedder`` or ``milvus`` (a ``MilvusClient``) to share ones the caller
+    already opened; a process must not open a Milvus Lite file twice. The SQL schema must be
+    migrated (``cluster.stores.migrate.upgrade``).
+    """
+    embedder = embedder or build_embedder(settings.embedding)
+    index = MilvusMemoryIndex(milvus or connect(settings), dimension=embedder.dimension, collection=collection)
+    return MemoryService(database or Database(settings.sql_url()), embedder, index)
