@@ -1,0 +1,309 @@
+"""Scripted agents (no LLM) and the loop that runs one episode through hindsight's MCP tools.
+
+Three policies share one loop (:func:`run_episode`), so they differ only in how they choose:
+
+* :class:`ExplorePolicy` — no memory: tries the calls a naive agent would think of, in a seeded
+  random order, retrying until one works or the budget runs out.
+* :class:`ReplayPolicy` — plain vector memory: replays the nearest stored successful trajectory
+  verbatim, exploring when a replayed call is unavailable or fails.
+* :class:`HindsightPolicy` — asks ``query_experience`` at each decision, follows a served
+  template whose condition holds, avoids what it says to avoid, and explores otherwise.
+
+All three record every call and finalize through MCP, so all pay the same recording cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import Field, JsonValue
+
+from bench.procedural.env_base import Call, Episode, Frozen, StepResult, StepView
+from bench.procedural.following import Served, follow, parse_served
+from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
+from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
+from cluster.core.experience import ExperienceTemplate
+
+logger = logging.getLogger(__name__)
+
+Source = Literal["explore", "replay", "template"]
+
+
+class Decision(Frozen):
+    """The call an agent makes and why."""
+
+    call: Call
+    source: Source
+    template_id: str | None = None
+
+    @property
+    def reasoning(self) -> str:
+        if self.source == "template":
+            return f"following experience template {self.template_id}"
+        return "replaying a stored trajectory" if self.source == "replay" else "exploring"
+
+
+class EpisodeResult(Frozen):
+    """How one episode went."""
+
+    family: str
+    seed: int
+    succeeded: bool
+    steps: int = Field(ge=0)
+    served_template_ids: tuple[str, ...] = ()
+    applied_template_ids: tuple[str, ...] = ()
+    trajectory_ids: dict[str, str] = Field(default_factory=dict, description="Role → trajectory id.")
+
+
+class Policy(Protocol):
+    """How an agent chooses its calls; one instance may serve many episodes."""
+
+    async def begin(self, client: ToolClient, episode: Episode) -> None: ...
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision: ...
+
+    def observe(self, view: StepView, decision: Decision, result: StepResult) -> None: ...
+
+    async def finish(self, client: ToolClient, episode: Episode, result: EpisodeResult) -> EpisodeResult: ...
+
+    def served_for(self, role: str) -> list[str]: ...
+
+
+class Explorer:
+    """Seeded trial and error over a view's naive options.
+
+    Args:
+        seed: Seeds the order; the same seed, family and instance give the same choices.
+    """
+
+    def __init__(self, seed: str) -> None:
+        self._rng = random.Random(seed)
+        self._orders: dict[str, list[Call]] = {}
+
+    def pick(self, view: StepView, tried: Sequence[Call], avoid: set[str] | frozenset[str] = frozenset()) -> Call:
+        """The first untried option of this stage's shuffled order, skipping avoided tools if it can."""
+        order = self._orders.get(view.stage)
+        if order is None:
+            order = list(view.options)
+            self._rng.shuffle(order)
+            self._orders[view.stage] = order
+        fresh = [c for c in order if c not in tried]
+        preferred = [c for c in fresh if c.action not in avoid]
+        return (preferred or fresh or order)[0]
+
+
+class ExplorePolicy:
+    """No memory: explore every time."""
+
+    def __init__(self) -> None:
+        self._explorer = Explorer("")
+
+    async def begin(self, client: ToolClient, episode: Episode) -> None:
+        self._explorer = Explorer(f"explore:{episode.family}:{episode.seed}")
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        return Decision(call=self._explorer.pick(view, tried), source="explore")
+
+    def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
+        return None
+
+    async def finish(self, client: ToolClient, episode: Episode, result: EpisodeResult) -> EpisodeResult:
+        return result
+
+    def served_for(self, role: str) -> list[str]:
+        return []
+
+
+class ReplayPolicy(ExplorePolicy):
+    """Plain vector memory: replay the nearest successful trajectory verbatim.
+
+    Args:
+        memory: Where successful trajectories are stored; call ``memory.commit()`` between rounds.
+    """
+
+    def __init__(self, memory: ReplayMemory) -> None:
+        super().__init__()
+        self.memory = memory
+        self._stored: RawTrajectory | None = None
+        self._cursors: dict[str, ReplayCursor] = {}
+        self._path: list[RecordedStep] = []
+
+    async def begin(self, client: ToolClient, episode: Episode) -> None:
+        await super().begin(client, episode)
+        self._stored = self.memory.nearest(episode.task)
+        self._cursors = {}
+        self._path = []
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        if self._stored is not None:
+            cursor = self._cursors.setdefault(view.role, ReplayCursor(self._stored.steps, view.role))
+            call = cursor.next_for(view.available_actions, tried)
+            if call is not None:
+                return Decision(call=call, source="replay")
+        return await super().choose(client, episode, view, tried)
+
+    def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
+        if result.status == "success":
+            self._path.append(RecordedStep(role=view.role, call=decision.call))
+
+    async def finish(self, client: ToolClient, episode: Episode, result: EpisodeResult) -> EpisodeResult:
+        if result.succeeded:
+            self.memory.add(RawTrajectory(task=episode.task, steps=tuple(self._path)))
+        return result
+
+
+def describe(episode: Episode, view: StepView) -> str:
+    """The situation in words for ``query_experience``: task, stage, role and context features."""
+    features = ", ".join(
+        f"{key}={value}" for key, value in view.context.items() if key != "goal" and not isinstance(value, list | dict)
+    )
+    goal = view.context.get("goal", view.stage)
+    return (
+        f"{episode.task}. Now ({view.role}, {episode.task_type}): {goal}. "
+        f"{features + '. ' if features else ''}Options: {', '.join(view.available_actions)}."
+    )
+
+
+class HindsightPolicy(ExplorePolicy):
+    """Follow served experience templates where their conditions hold; explore elsewhere.
+
+    Args:
+        top_k: Passed to ``query_experience`` (None: the service default).
+        min_confidence: Passed to ``query_experience`` (None: the service threshold).
+    """
+
+    def __init__(self, *, top_k: int | None = None, min_confidence: float | None = None) -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.min_confidence = min_confidence
+        self.library: dict[str, ExperienceTemplate] = {}
+        self._served: dict[tuple[str, str], list[Served]] = {}
+        self._served_ids: dict[str, list[str]] = {}
+        self._applied: list[tuple[str, str, bool]] = []
+
+    async def begin(self, client: ToolClient, episode: Episode) -> None:
+        await super().begin(client, episode)
+        self._served, self._served_ids, self._applied = {}, {}, []
+
+    async def query(self, client: ToolClient, episode: Episode, view: StepView) -> list[Served]:
+        """Ask hindsight once per stage; an error (e.g. the tool is not deployed yet) serves nothing."""
+        key = (view.role, view.stage)
+        if key not in self._served:
+            args: dict[str, JsonValue] = {
+                "context": describe(episode, view),
+                "role": view.role,
+                "task_type": episode.task_type,
+            }
+            if self.top_k is not None:
+                args["top_k"] = self.top_k
+            if self.min_confidence is not None:
+                args["min_confidence"] = self.min_confidence
+            result: Any = await client.call_tool("query_experience", args)
+            if getattr(result, "is_error", False):
+                logger.debug("query_experience failed: %s", error_text(result))
+                served: list[Served] = []
+            else:
+                served = parse_served(getattr(result, "structured_content", None))
+            self._served[key] = served
+            ids = self._served_ids.setdefault(view.role, [])
+            for item in served:
+                tid = str(item.template.template_id)
+                self.library[tid] = item.template
+                if tid not in ids:
+                    ids.append(tid)
+        return self._served[key]
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        if not view.is_decision:
+            return await super().choose(client, episode, view, tried)
+        served = await self.query(client, episode, view)
+        return self.decide(served, episode, view, tried)
+
+    def decide(self, served: Sequence[Served], episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        """The decision at one step given what was served (no I/O; testable on its own)."""
+        choice, avoid = follow(served, view, episode.task_type, tried)
+        if choice is not None:
+            return Decision(call=choice.call, source="template", template_id=choice.template_id)
+        return Decision(call=self._explorer.pick(view, tried, avoid), source="explore")
+
+    def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
+        if decision.template_id is not None:
+            self._applied.append((view.role, decision.template_id, result.status == "success"))
+
+    async def finish(self, client: ToolClient, episode: Episode, result: EpisodeResult) -> EpisodeResult:
+        # A template was right if every step it advised worked and the task ended well.
+        verdicts: dict[tuple[str, str], bool] = {}
+        for role, tid, worked in self._applied:
+            verdicts[role, tid] = verdicts.get((role, tid), True) and worked and result.succeeded
+        for (role, succeeded), ids in sorted(_group(verdicts).items()):
+            args: dict[str, Any] = {"template_ids": ids, "succeeded": succeeded}
+            if role in result.trajectory_ids:
+                args["trajectory_id"] = result.trajectory_ids[role]
+            outcome: Any = await client.call_tool("report_experience_outcome", args)
+            if getattr(outcome, "is_error", False):
+                logger.debug("report_experience_outcome failed: %s", error_text(outcome))
+        return result.model_copy(update={"applied_template_ids": tuple(sorted({t for _, t in verdicts}))})
+
+    def served_for(self, role: str) -> list[str]:
+        return list(self._served_ids.get(role, []))
+
+
+def _group(verdicts: dict[tuple[str, str], bool]) -> dict[tuple[str, bool], list[str]]:
+    groups: dict[tuple[str, bool], list[str]] = {}
+    for (role, tid), verdict in sorted(verdicts.items()):
+        groups.setdefault((role, verdict), []).append(tid)
+    return groups
+
+
+async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, agent_id: str) -> EpisodeResult:
+    """Run one episode to the end, recording every call through MCP and finalizing.
+
+    Args:
+        client: An MCP client (in-process or HTTP).
+        episode: A fresh episode.
+        policy: How to choose calls.
+        agent_id: Sent with every trajectory.
+
+    Returns:
+        Outcome, steps and the templates served and applied.
+
+    Raises:
+        ToolCallFailed: Recording or finalizing failed.
+    """
+    await policy.begin(client, episode)
+    recorder = Recorder(client, episode, agent_id)
+    tried: list[Call] = []
+    while (view := episode.view()) is not None:
+        decision = await policy.choose(client, episode, view, tried)
+        result = episode.act(decision.call)
+        await recorder.record(view, decision.call, result, decision.reasoning)
+        policy.observe(view, decision, result)
+        tried = [] if result.status == "success" else [*tried, decision.call]
+    served = {role: policy.served_for(role) for role in recorder.trajectories}
+    await recorder.finalize(served)
+    outcome = EpisodeResult(
+        family=episode.family,
+        seed=episode.seed,
+        succeeded=episode.succeeded,
+        steps=episode.steps,
+        served_template_ids=tuple(sorted({t for ids in served.values() for t in ids})),
+        trajectory_ids={role: str(tid) for role, tid in recorder.trajectories.items()},
+    )
+    return await policy.finish(client, episode, outcome)
+
+
+__all__ = [
+    "Decision",
+    "EpisodeResult",
+    "ExplorePolicy",
+    "Explorer",
+    "HindsightPolicy",
+    "Policy",
+    "ReplayPolicy",
+    "call_checked",
+    "describe",
+    "run_episode",
+]

@@ -1,0 +1,171 @@
+"""The shape every benchmark environment shares: stages, calls, results and the step budget.
+
+An :class:`Episode` is one randomized task instance. At each step it shows a :class:`StepView`
+(the role acting, a flat context snapshot, the actions available and the calls a naive agent
+would think of trying) and judges the :class:`Call` the agent makes. A successful call moves the
+episode to its next stage; a failed one leaves it where it is, so the agent can retry with
+another call. Every call costs one step; the episode fails when the budget runs out.
+
+Hidden rules live in the family subclasses (:mod:`bench.procedural.envs`): they decide from the
+instance's observable facts whether a call works. Failures that are the *tool's* fault are
+``failure``; calls that ran but did something other than intended (clicking the wrong button)
+are ``partial``, so hindsight does not blame the tool for the agent's aim.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Status = Literal["success", "failure", "partial"]
+
+
+class Frozen(BaseModel):
+    """Immutable value with unknown fields rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Call(Frozen):
+    """One tool call: an action name and its parameters."""
+
+    action: str = Field(min_length=1)
+    params: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class StepResult(Frozen):
+    """What the environment answered to a call."""
+
+    status: Status
+    summary: str
+
+
+class StepView(Frozen):
+    """What an agent sees before a step."""
+
+    stage: str = Field(description="The stage of the task, e.g. 'submit'.")
+    role: str = Field(description="Who acts at this stage: agent, planner, executor or verifier.")
+    context: dict[str, JsonValue] = Field(description="Flat-ish observable features; stable keys per stage.")
+    available_actions: tuple[str, ...] = Field(min_length=1)
+    options: tuple[Call, ...] = Field(min_length=1, description="Calls a naive agent would try, unordered.")
+
+    @property
+    def is_decision(self) -> bool:
+        """More than one action to choose from."""
+        return len(set(self.available_actions)) > 1
+
+
+def ok(summary: str) -> StepResult:
+    return StepResult(status="success", summary=summary)
+
+
+def fail(summary: str) -> StepResult:
+    return StepResult(status="failure", summary=summary)
+
+
+def partial(summary: str) -> StepResult:
+    return StepResult(status="partial", summary=summary)
+
+
+class Episode(ABC):
+    """One seeded task instance of a family.
+
+    Subclasses draw their instance in ``__init__`` (from ``self.rng``), then implement
+    :meth:`_view`, :meth:`_judge` and :meth:`_next`.
+
+    Args:
+        seed: Instance seed; the same seed always gives the same instance.
+        budget: Steps (calls) allowed before the episode fails.
+    """
+
+    family: str = ""
+    task_type: str = ""
+    default_budget: int = 8
+    first_stage: str = ""
+    decoys: ClassVar[Mapping[str, tuple[tuple[str, str], ...]]] = MappingProxyType({})
+    """Per stage, plausible tools that never work here: ``(action, failure summary)``."""
+
+    def __init__(self, seed: int, budget: int | None = None) -> None:
+        self.seed = seed
+        self.budget = budget if budget is not None else self.default_budget
+        self.rng = random.Random(f"{self.family}:{seed}")
+        self.steps = 0
+        self.stage: str | None = self.first_stage
+        self.history: list[tuple[str, Call, StepResult]] = []
+
+    @property
+    @abstractmethod
+    def task(self) -> str:
+        """The task in words, as an agent would be given it."""
+
+    @abstractmethod
+    def _view(self, stage: str) -> StepView:
+        """The view at ``stage``."""
+
+    @abstractmethod
+    def _judge(self, stage: str, call: Call) -> StepResult:
+        """Apply the hidden rules to a call at ``stage``."""
+
+    @abstractmethod
+    def _next(self, stage: str, call: Call) -> str | None:
+        """The stage after a successful ``call`` at ``stage``; None when the task is complete."""
+
+    @property
+    def succeeded(self) -> bool:
+        """True once every stage is complete."""
+        return self.stage is None
+
+    @property
+    def done(self) -> bool:
+        """Complete, or out of budget."""
+        return self.stage is None or self.steps >= self.budget
+
+    def view(self) -> StepView | None:
+        """The current view, or None when the episode is over."""
+        if self.done or self.stage is None:
+            return None
+        return self._with_decoys(self.stage)
+
+    def _with_decoys(self, stage: str) -> StepView:
+        view = self._view(stage)
+        extra = [Call(action=a) for a, _ in self.decoys.get(stage, ()) if a not in view.available_actions]
+        if not extra:
+            return view
+        return view.model_copy(
+            update={
+                "available_actions": (*view.available_actions, *(c.action for c in extra)),
+                "options": (*view.options, *extra),
+            }
+        )
+
+    def act(self, call: Call) -> StepResult:
+        """Make one call at the current stage; costs a step whatever happens.
+
+        Raises:
+            RuntimeError: The episode is already over.
+        """
+        if self.done or self.stage is None:
+            raise RuntimeError("the episode is over")
+        stage = self.stage
+        self.steps += 1
+        decoys = dict(self.decoys.get(stage, ()))
+        if call.action in decoys:
+            result = fail(decoys[call.action])
+        elif call.action not in self._view(stage).available_actions:
+            result = fail(f"unknown action {call.action!r} here")
+        else:
+            result = self._judge(stage, call)
+        self.history.append((stage, call, result))
+        if result.status == "success":
+            self.stage = self._next(stage, call)
+        return result
+
+
+def token(rng: random.Random, n: int = 6) -> str:
+    """A random lower-case hex token, for ids and file names that differ per instance."""
+    return "".join(rng.choice("0123456789abcdef") for _ in range(n))

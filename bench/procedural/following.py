@@ -1,0 +1,205 @@
+"""Following served experience templates: parse them, test their conditions, fill their params.
+
+This is the only place that reads ``query_experience`` results, so a change in that tool's
+result shape is a change here alone (:func:`parse_served`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import Field, JsonValue, ValidationError
+
+from bench.procedural.env_base import Call, Frozen, StepView
+from cluster.core.experience import ExperienceTemplate, Predicate
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER = re.compile(r"^<([^<>]+)>$")
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
+
+
+class Served(Frozen):
+    """A template as served, with the relevance the service gave it (0 when absent)."""
+
+    template: ExperienceTemplate
+    relevance: float = Field(default=0.0)
+
+
+def parse_served(structured: Mapping[str, Any] | None) -> list[Served]:
+    """Served templates from a ``query_experience`` structured result.
+
+    Accepts ``{"templates": [{"template": {...}, "score": x}]}`` and
+    ``{"templates": [{...template fields..., "relevance": x}]}`` (``score``/``relevance`` either
+    way); entries that do not parse are skipped with a warning, never fatal.
+
+    Args:
+        structured: The tool result's ``structured_content`` (None → nothing served).
+
+    Returns:
+        The templates in the order served.
+    """
+    if not structured:
+        return []
+    entries = structured.get("templates") or structured.get("result") or []
+    out: list[Served] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        body = dict(entry.get("template") or entry)
+        score = entry.get("score", entry.get("relevance", body.pop("relevance", body.pop("score", 0.0))))
+        try:
+            template = ExperienceTemplate.model_validate(body)
+        except ValidationError as exc:
+            logger.warning("skipping a served template that does not parse: %s", exc.error_count())
+            continue
+        out.append(Served(template=template, relevance=float(score) if isinstance(score, int | float) else 0.0))
+    return out
+
+
+def lookup(context: Mapping[str, JsonValue], path: str) -> tuple[bool, JsonValue]:
+    """The value at a dotted path (``len(x)`` → length of list ``x``), and whether it exists."""
+    if path.startswith("len(") and path.endswith(")"):
+        found, value = lookup(context, path[4:-1])
+        return (True, len(value)) if found and isinstance(value, list) else (False, None)
+    current: JsonValue = dict(context)
+    for part in path.split("."):
+        if not isinstance(current, dict) or part not in current:
+            return False, None
+        current = current[part]
+    return True, current
+
+
+def _number(value: JsonValue) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def predicate_holds(predicate: Predicate, context: Mapping[str, JsonValue]) -> bool:
+    """Whether one predicate holds on a context snapshot; a missing feature never holds."""
+    found, value = lookup(context, predicate.feature)
+    if not found:
+        return False
+    target = predicate.value
+    match predicate.op:
+        case "==":
+            return value == target and isinstance(value, bool) == isinstance(target, bool)
+        case "!=":
+            return value != target
+        case "in":
+            return isinstance(target, list) and value in target
+        case "contains":
+            return (isinstance(value, str) and isinstance(target, str) and target in value) or (
+                isinstance(value, list) and target in value
+            )
+    left, right = _number(value), _number(target)
+    if left is None or right is None:
+        return False
+    match predicate.op:
+        case ">":
+            return left > right
+        case ">=":
+            return left >= right
+        case "<":
+            return left < right
+        case _:
+            return left <= right
+
+
+def applies(template: ExperienceTemplate, view: StepView, task_type: str | None) -> bool:
+    """The template is for this role and task type, names an available tool and its condition holds."""
+    if template.role != view.role or (template.task_type is not None and template.task_type != task_type):
+        return False
+    if template.recommended.tool not in view.available_actions:
+        return False
+    return all(predicate_holds(p, view.context) for p in template.condition.predicates)
+
+
+def _strings(value: JsonValue) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    return []
+
+
+def _resolve(name: str, context: Mapping[str, JsonValue]) -> JsonValue | None:
+    """A context value for placeholder ``<name>``: a feature path, a path with that extension, a url."""
+    found, value = lookup(context, name)
+    if found:
+        return value
+    strings = _strings(dict(context))
+    if name.endswith("path"):
+        ext = name.removesuffix("path").rstrip("_")
+        for text in strings:
+            match = _EXTENSION.search(text)
+            if match and (not ext or match.group(1).lower() == ext) and "://" not in text:
+                return text
+    if name == "url":
+        return next((s for s in strings if "://" in s), None)
+    return None
+
+
+def fill(pattern: Mapping[str, JsonValue], view: StepView, tool: str) -> dict[str, JsonValue]:
+    """Concrete params for a template's pattern on this view.
+
+    Placeholders are filled from the context (a feature of that name, a path with that file
+    extension, a url); the rest fall back to what a naive call of the same tool would pass.
+    Keys the pattern leaves out keep the naive call's value.
+    """
+    naive = next((dict(o.params) for o in view.options if o.action == tool), {})
+    out: dict[str, JsonValue] = dict(naive)
+    for key, value in pattern.items():
+        match = _PLACEHOLDER.match(value) if isinstance(value, str) else None
+        if match is None:
+            out[key] = value
+            continue
+        resolved = _resolve(match.group(1), view.context)
+        if resolved is not None:
+            out[key] = resolved
+        elif key not in naive:
+            out.pop(key, None)
+    return out
+
+
+class Choice(Frozen):
+    """A call an agent takes on a template's advice."""
+
+    call: Call
+    template_id: str
+
+
+def _specificity(served: Served) -> tuple[int, float, float, str]:
+    # More predicates = narrower situation (a supplementary edge case beats its parent rule).
+    t = served.template
+    return (len(t.condition.predicates), t.confidence, served.relevance, str(t.template_id))
+
+
+def follow(
+    served: Sequence[Served], view: StepView, task_type: str | None, tried: Sequence[Call] = ()
+) -> tuple[Choice | None, set[str]]:
+    """Decide from served templates at one step.
+
+    Args:
+        served: Templates served for this situation.
+        view: What the agent sees now.
+        task_type: The task's type label.
+        tried: Calls already tried at this step (they failed); not repeated.
+
+    Returns:
+        The call the most specific applicable template recommends (None if none applies or its
+        call was tried), and the tools applicable templates say to avoid.
+    """
+    usable = [s for s in served if applies(s.template, view, task_type)]
+    avoid = {s.template.avoid.tool for s in usable if s.template.avoid is not None}
+    for item in sorted(usable, key=_specificity, reverse=True):
+        pattern = item.template.recommended
+        call = Call(action=pattern.tool, params=fill(pattern.params, view, pattern.tool))
+        if call not in tried:
+            avoid.discard(call.action)
+            return Choice(call=call, template_id=str(item.template.template_id)), avoid
+    return None, avoid

@@ -1,0 +1,261 @@
+"""The three-condition comparison: no memory, raw-trajectory replay and hindsight, over rounds.
+
+Round structure (the article's three-round story), identical for every condition and on the same
+seeds:
+
+1. each round first *evaluates* on instances no condition has seen before (fresh seeds per
+   round), with the memory as it stood at the end of the previous round — so round 1 runs
+   without experience, round 2 with the templates learned from round 1, round 3 with the
+   supplementary edge-case templates and the confidence moved by round 2's outcome reports;
+2. then *trains* on further fresh instances (more evidence for the memory);
+3. then waits until hindsight has analysed everything finalized (the caller's
+   ``wait_for_analysis``) and commits the replay memory, so both memories learn at round
+   boundaries.
+
+Hindsight's analysis runs in the background, so templates learned from episodes early in a round
+may already be served later in the same round; the replay memory never updates mid-round.
+
+Every condition gets its own client from the factory: give each a different owner (token) so
+that hindsight learns only from the hindsight agent's own trajectories.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Literal
+
+from pydantic import Field
+
+from bench.procedural.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
+from bench.procedural.env_base import Frozen
+from bench.procedural.envs import FAMILIES, make_episode
+from bench.procedural.recording import ToolClient
+from bench.procedural.replay import ReplayMemory
+from cluster.core.ports import Embedder
+
+logger = logging.getLogger(__name__)
+
+Condition = Literal["none", "replay", "hindsight"]
+Phase = Literal["train", "eval"]
+CONDITIONS: tuple[Condition, ...] = ("none", "replay", "hindsight")
+ALL = "all"
+
+ClientFactory = Callable[[Condition], AbstractAsyncContextManager[ToolClient]]
+"""Makes the MCP client a condition talks through, e.g. ``lambda c: Client(url_or_server)``."""
+WaitForAnalysis = Callable[[], Awaitable[None]]
+"""Returns once the service has analysed every finalized trajectory (queue drained)."""
+
+
+class BenchConfig(Frozen):
+    """What to run."""
+
+    families: tuple[str, ...] = Field(default=tuple(FAMILIES), min_length=1)
+    conditions: tuple[Condition, ...] = Field(default=CONDITIONS, min_length=1)
+    rounds: int = Field(default=3, ge=1, le=20)
+    train_episodes: int = Field(default=10, ge=0, description="Per family and round.")
+    eval_episodes: int = Field(default=10, ge=1, description="Per family and round; always unseen seeds.")
+    seed: int = Field(default=0, ge=0, le=999)
+    top_k: int | None = Field(default=None, ge=1, le=8, description="query_experience top_k; None: service default.")
+    min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="None: service threshold.")
+
+
+class CellResult(Frozen):
+    """One condition × round × phase × family (``family == "all"`` aggregates the families)."""
+
+    condition: Condition
+    round: int = Field(ge=1)
+    phase: Phase
+    family: str
+    episodes: int = Field(ge=0)
+    successes: int = Field(ge=0)
+    success_rate: float = Field(ge=0.0, le=1.0)
+    mean_steps: float = Field(ge=0.0, description="Calls per episode; a failed episode counts its whole budget.")
+    templates_served: float = Field(ge=0.0, description="Mean distinct templates served per episode.")
+    templates_applied: float = Field(ge=0.0, description="Mean distinct templates followed per episode.")
+
+
+class LearnedTemplate(Frozen):
+    """A template the hindsight agent was served, in readable form (latest version seen)."""
+
+    template_id: str
+    role: str
+    task_type: str | None
+    confidence: float
+    supplementary: bool = Field(description="True for an edge-case template linked to a parent.")
+    text: str
+
+
+class TargetCheck(Frozen):
+    """The issue's targets on the last round's unseen instances."""
+
+    round: int
+    hindsight_success: float | None
+    none_steps: float | None
+    hindsight_steps: float | None
+    replay_success: float | None
+    replay_steps: float | None
+    step_reduction: float | None = Field(description="1 - hindsight steps / no-memory steps.")
+    success_ok: bool = Field(description="Hindsight success ≥ 95%.")
+    steps_ok: bool = Field(description="At least 40% fewer steps than no memory.")
+    beats_replay: bool = Field(description="Higher-or-equal success and fewer steps than replay.")
+
+
+class BenchResults(Frozen):
+    """Everything a run measured."""
+
+    config: BenchConfig
+    cells: tuple[CellResult, ...]
+    templates: tuple[LearnedTemplate, ...]
+    targets: TargetCheck
+
+    def cell(self, condition: Condition, round_: int, family: str = ALL, phase: Phase = "eval") -> CellResult | None:
+        """The cell for these keys, if measured."""
+        return next(
+            (c for c in self.cells if (c.condition, c.round, c.family, c.phase) == (condition, round_, family, phase)),
+            None,
+        )
+
+
+def seed_for(config: BenchConfig, round_: int, phase: Phase, index: int) -> int:
+    """Instance seed; disjoint across rounds and phases, equal across conditions."""
+    return config.seed * 1_000_000 + round_ * 10_000 + (5_000 if phase == "eval" else 0) + index
+
+
+def summarize(
+    condition: Condition, round_: int, phase: Phase, family: str, results: Sequence[EpisodeResult]
+) -> CellResult:
+    """Aggregate episodes into one cell."""
+    n = len(results)
+    wins = sum(r.succeeded for r in results)
+    return CellResult(
+        condition=condition,
+        round=round_,
+        phase=phase,
+        family=family,
+        episodes=n,
+        successes=wins,
+        success_rate=wins / n if n else 0.0,
+        mean_steps=sum(r.steps for r in results) / n if n else 0.0,
+        templates_served=sum(len(r.served_template_ids) for r in results) / n if n else 0.0,
+        templates_applied=sum(len(r.applied_template_ids) for r in results) / n if n else 0.0,
+    )
+
+
+def check_targets(cells: Sequence[CellResult], round_: int) -> TargetCheck:
+    """Compare the conditions on the given round's evaluation."""
+    by = {c.condition: c for c in cells if c.round == round_ and c.family == ALL and c.phase == "eval"}
+    hs, none, rp = by.get("hindsight"), by.get("none"), by.get("replay")
+    reduction = 1 - hs.mean_steps / none.mean_steps if hs and none and none.mean_steps else None
+    return TargetCheck(
+        round=round_,
+        hindsight_success=hs.success_rate if hs else None,
+        none_steps=none.mean_steps if none else None,
+        hindsight_steps=hs.mean_steps if hs else None,
+        replay_success=rp.success_rate if rp else None,
+        replay_steps=rp.mean_steps if rp else None,
+        step_reduction=reduction,
+        success_ok=bool(hs and hs.success_rate >= 0.95),
+        steps_ok=reduction is not None and reduction >= 0.40,
+        beats_replay=bool(hs and rp and hs.success_rate >= rp.success_rate and hs.mean_steps < rp.mean_steps),
+    )
+
+
+def _policy(condition: Condition, config: BenchConfig, embedder: Callable[[], Embedder]) -> Policy:
+    if condition == "hindsight":
+        return HindsightPolicy(top_k=config.top_k, min_confidence=config.min_confidence)
+    if condition == "replay":
+        return ReplayPolicy(ReplayMemory(embedder()))
+    return ExplorePolicy()
+
+
+async def _run_phase(
+    client: ToolClient, policy: Policy, condition: Condition, config: BenchConfig, round_: int, phase: Phase
+) -> list[CellResult]:
+    count = config.eval_episodes if phase == "eval" else config.train_episodes
+    per_family: dict[str, list[EpisodeResult]] = {f: [] for f in config.families}
+    for index in range(count):
+        # Interleave families, so no family's instances all come first.
+        for family in config.families:
+            episode = make_episode(family, seed_for(config, round_, phase, index))
+            result = await run_episode(client, episode, policy, agent_id=f"bench-{condition}")
+            per_family[family].append(result)
+    if not count:
+        return []
+    cells = [summarize(condition, round_, phase, f, rs) for f, rs in per_family.items()]
+    everything = [r for rs in per_family.values() for r in rs]
+    return [*cells, summarize(condition, round_, phase, ALL, everything)]
+
+
+def _templates(policy: Policy | None) -> tuple[LearnedTemplate, ...]:
+    if not isinstance(policy, HindsightPolicy):
+        return ()
+    out = [
+        LearnedTemplate(
+            template_id=tid,
+            role=t.role,
+            task_type=t.task_type,
+            confidence=t.confidence,
+            supplementary=t.parent_id is not None,
+            text=t.render(),
+        )
+        for tid, t in policy.library.items()
+    ]
+    return tuple(sorted(out, key=lambda t: (t.task_type or "", t.role, -t.confidence, t.template_id)))
+
+
+def default_embedder() -> Embedder:
+    """The offline ONNX MiniLM embedder the service uses by default."""
+    from cluster.embedding import build_embedder
+    from cluster.settings import EmbeddingSettings
+
+    return build_embedder(EmbeddingSettings())
+
+
+async def run_bench(
+    client_factory: ClientFactory,
+    wait_for_analysis: WaitForAnalysis,
+    config: BenchConfig | None = None,
+    *,
+    embedder: Callable[[], Embedder] = default_embedder,
+) -> BenchResults:
+    """Run every condition through every round on the same seeds.
+
+    Args:
+        client_factory: One MCP client per condition (see :data:`ClientFactory`); entered once
+            for the whole run.
+        wait_for_analysis: Awaited at the end of every round.
+        config: What to run; defaults to :class:`BenchConfig`.
+        embedder: Makes the replay baseline's embedder (default: offline MiniLM).
+
+    Returns:
+        Per condition × round × phase × family results, the templates hindsight served, and the
+        target check on the last round.
+
+    Raises:
+        ToolCallFailed: Recording or finalizing a trajectory failed.
+    """
+    config = config or BenchConfig()
+    unknown = set(config.families) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown families: {sorted(unknown)}")
+    cells: list[CellResult] = []
+    async with AsyncExitStack() as stack:
+        clients = {c: await stack.enter_async_context(client_factory(c)) for c in config.conditions}
+        policies = {c: _policy(c, config, embedder) for c in config.conditions}
+        for round_ in range(1, config.rounds + 1):
+            for condition in config.conditions:
+                for phase in ("eval", "train"):
+                    cells += await _run_phase(clients[condition], policies[condition], condition, config, round_, phase)
+            for policy in policies.values():
+                if isinstance(policy, ReplayPolicy):
+                    policy.memory.commit()
+            await wait_for_analysis()
+            logger.info("round %s done", round_)
+    return BenchResults(
+        config=config,
+        cells=tuple(cells),
+        templates=_templates(policies.get("hindsight")),
+        targets=check_targets(cells, config.rounds),
+    )

@@ -1,0 +1,102 @@
+"""Print a bench run as tables and write it as JSON.
+
+Usage: ``python -m bench.procedural.report results.json`` prints a saved run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.procedural.harness import ALL, BenchResults
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def overview_table(results: BenchResults) -> Table:
+    """Success and mean steps per condition × round on unseen instances, all families together."""
+    table = Table(title="Unseen instances, all families")
+    for name in ("condition", "round", "episodes", "success", "mean steps", "served", "applied"):
+        table.add_column(name, justify="left" if name == "condition" else "right")
+    for c in results.cells:
+        if c.family == ALL and c.phase == "eval":
+            table.add_row(
+                c.condition,
+                str(c.round),
+                str(c.episodes),
+                _pct(c.success_rate),
+                _num(c.mean_steps),
+                _num(c.templates_served),
+                _num(c.templates_applied),
+            )
+    return table
+
+
+def family_table(results: BenchResults) -> Table:
+    """Success / mean steps per family (columns) for every condition × round (rows)."""
+    families = list(results.config.families)
+    table = Table(title="Per family: success / mean steps (unseen instances)")
+    table.add_column("condition")
+    table.add_column("round", justify="right")
+    for family in families:
+        table.add_column(family, justify="right")
+    for condition in results.config.conditions:
+        for round_ in range(1, results.config.rounds + 1):
+            row = [condition, str(round_)]
+            for family in families:
+                c = results.cell(condition, round_, family)
+                row.append("-" if c is None else f"{c.success_rate:.0%} / {c.mean_steps:.1f}")
+            table.add_row(*row)
+    return table
+
+
+def print_report(results: BenchResults, console: Console | None = None) -> None:
+    """Print the tables, the target check and the learned templates."""
+    console = console or Console()
+    console.print(overview_table(results))
+    console.print(family_table(results))
+    t = results.targets
+    console.print(
+        f"[bold]Targets, round {t.round}[/bold]: hindsight success {_pct(t.hindsight_success)} "
+        f"({'ok' if t.success_ok else 'missed'}, ≥95%); step reduction vs no memory {_pct(t.step_reduction)} "
+        f"({'ok' if t.steps_ok else 'missed'}, ≥40%); beats replay: {'yes' if t.beats_replay else 'no'}"
+    )
+    if results.templates:
+        table = Table(title="Templates served to the hindsight agent (latest version seen)")
+        for name in ("task type", "role", "conf.", "template"):
+            table.add_column(name)
+        for tpl in results.templates:
+            marker = " (edge case)" if tpl.supplementary else ""
+            table.add_row(tpl.task_type or "-", tpl.role, f"{tpl.confidence:.2f}", tpl.text + marker)
+        console.print(table)
+    else:
+        console.print("No templates were served to the hindsight agent.")
+
+
+def write_json(results: BenchResults, path: Path) -> None:
+    """Write the results as indented JSON (read back with ``BenchResults.model_validate_json``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print a saved results file."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m bench.procedural.report RESULTS.json", file=sys.stderr)
+        return 2
+    print_report(BenchResults.model_validate_json(Path(args[0]).read_text(encoding="utf-8")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
