@@ -1,0 +1,106 @@
+"""The three-condition harness runs end to end on a tiny configuration, and its report prints."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from rich.console import Console
+from sqlalchemy import text
+
+from bench.procedural.harness import ALL, BenchConfig, BenchResults, Condition, check_targets, run_bench, seed_for
+from bench.procedural.report import print_report, write_json
+from cluster.services import Services
+
+pytestmark = pytest.mark.anyio
+
+ClientFor = Callable[[str], AbstractAsyncContextManager[Client]]
+TINY = BenchConfig(
+    families=("product_import", "data_sync"),
+    conditions=("none", "replay", "hindsight"),
+    rounds=2,
+    train_episodes=1,
+    eval_episodes=2,
+)
+
+
+@pytest.fixture
+async def results(client_for: ClientFor, services: Services) -> BenchResults:
+    waits: list[int] = []
+
+    async def wait_for_analysis() -> None:
+        waits.append(1)
+
+    def factory(condition: Condition) -> AbstractAsyncContextManager[Client]:
+        return client_for(f"bench-{condition}")
+
+    out = await run_bench(factory, wait_for_analysis, TINY)
+    assert len(waits) == TINY.rounds
+    return out
+
+
+async def test_every_condition_round_phase_and_family_is_measured(results: BenchResults) -> None:
+    keys = {(c.condition, c.round, c.phase, c.family) for c in results.cells}
+    families = (*TINY.families, ALL)
+    expected = {
+        (cond, r, phase, fam)
+        for cond in TINY.conditions
+        for r in (1, 2)
+        for phase in ("eval", "train")
+        for fam in families
+    }
+    assert keys == expected
+    for cell in results.cells:
+        per_family = TINY.eval_episodes if cell.phase == "eval" else TINY.train_episodes
+        assert cell.episodes == per_family * (len(TINY.families) if cell.family == ALL else 1)
+        assert cell.mean_steps >= 2
+
+
+async def test_round_one_is_the_same_for_every_condition(results: BenchResults) -> None:
+    # No memory exists yet, and exploration is seeded by the instance: identical behaviour.
+    first = {c.condition: (c.successes, c.mean_steps) for c in results.cells if c.round == 1 and c.family == ALL}
+    assert len(set(first.values())) == 1
+
+
+async def test_each_condition_records_under_its_own_owner(results: BenchResults, services: Services) -> None:
+    with services.db.transaction() as session:
+        owners = dict(session.execute(text("SELECT owner, count(*) FROM trajectories GROUP BY owner")).all())
+    assert set(owners) == {"bench-none", "bench-replay", "bench-hindsight"}
+    # One trajectory per role: product_import has one role, data_sync three.
+    per_condition = TINY.rounds * (TINY.train_episodes + TINY.eval_episodes) * (1 + 3)
+    assert all(count == per_condition for count in owners.values())
+
+
+async def test_the_report_prints_and_the_json_round_trips(results: BenchResults, tmp_path: Path) -> None:
+    buffer = io.StringIO()
+    print_report(results, Console(file=buffer, width=160))
+    printed = buffer.getvalue()
+    assert "Unseen instances" in printed
+    assert "product_import" in printed
+    assert "Targets, round 2" in printed
+    path = tmp_path / "out" / "results.json"
+    write_json(results, path)
+    assert BenchResults.model_validate_json(path.read_text(encoding="utf-8")) == results
+
+
+def test_instance_seeds_never_repeat_across_rounds_and_phases() -> None:
+    config = BenchConfig(eval_episodes=50, train_episodes=50)
+    seeds = [seed_for(config, r, p, i) for r in (1, 2, 3) for p in ("train", "eval") for i in range(50)]
+    assert len(set(seeds)) == len(seeds)
+
+
+async def test_targets_compare_hindsight_with_both_baselines(results: BenchResults) -> None:
+    cells = [
+        c.model_copy(update={"success_rate": rate, "mean_steps": steps})
+        for c in results.cells
+        for rate, steps in [{"none": (0.9, 5.0), "replay": (0.8, 6.0), "hindsight": (1.0, 2.9)}[c.condition]]
+    ]
+    check = check_targets(cells, 2)
+    assert check.success_ok
+    assert check.steps_ok
+    assert check.beats_replay
+    assert check.step_reduction == pytest.approx(0.42)
