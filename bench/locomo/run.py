@@ -1,0 +1,310 @@
+"""LoCoMo retrieval benchmark through the long-term memory API.
+
+Follows ``../shared/bench/locomo/README.md``: every dialog turn is one memory (id = ``dia_id``, text =
+``speaker: text``, metadata = session number, session date, speaker), one owner per conversation;
+every question is a query within its own conversation; the top 10 memory ids are scored against the
+normalised evidence. Prints R@5, R@10, SessR@10 and MRR@10 over categories 1-4 and per category
+(5, adversarial, apart), for the memory service and for baselines computed in the same run:
+BM25 (rank_bm25, ``\\w+`` lower-case tokens), dense-only (the same MiniLM vectors, cosine) and their
+reciprocal-rank fusion (k=60).
+
+    .venv/bin/python -m bench.locomo.run [--data PATH] [--database-url URL] [--json OUT]
+
+The data set is CC BY-NC 4.0 and is read from outside the repository; never copy it in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+from cluster.core.memory import MemoryQuery, MemoryWrite, RankingPolicy
+from cluster.embedding import OnnxMiniLMEmbedder
+from cluster.memory import MemoryService, MilvusMemoryIndex
+from cluster.stores.db import Database
+from cluster.stores.migrate import upgrade
+from cluster.stores.milvus import open_milvus
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo" / "locomo10_dev.json"
+HEADLINE = (1, 2, 3, 4)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    session: int
+    date_time: str
+    speaker: str
+    text: str
+
+    @property
+    def item_text(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass
+class Question:
+    question: str
+    category: int
+    gold: list[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question] = field(default_factory=list)
+
+
+def normalise_evidence(evidence: Sequence[str], known: set[str]) -> list[str]:
+    """Split ``"D8:6; D9:17"``, fix ``D:11:26`` and ``D30:05``, drop unknown ids, de-duplicate."""
+    out: list[str] = []
+    for entry in evidence:
+        for part in re.split(r"[;,\s]+", str(entry)):
+            match = re.fullmatch(r"D:?(\d+):0*(\d+)", part.strip())
+            if match is None:
+                continue
+            dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if dia_id in known and dia_id not in out:
+                out.append(dia_id)
+    return out
+
+
+def load(path: Path) -> list[Conversation]:
+    conversations = []
+    for sample in json.loads(path.read_text()):
+        conv = sample["conversation"]
+        turns = []
+        for name, value in conv.items():
+            match = re.fullmatch(r"session_(\d+)", name)
+            if match is None or not isinstance(value, list):
+                continue
+            for turn in value:
+                turns.append(
+                    Turn(
+                        dia_id=turn["dia_id"],
+                        session=int(match.group(1)),
+                        date_time=conv.get(f"{name}_date_time", ""),
+                        speaker=turn["speaker"],
+                        text=turn["text"],
+                    )
+                )
+        turns.sort(key=lambda t: (t.session, int(t.dia_id.split(":")[1])))
+        known = {t.dia_id for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            gold = normalise_evidence(qa.get("evidence") or [], known)
+            if gold:
+                questions.append(Question(question=qa["question"], category=int(qa["category"]), gold=gold))
+        conversations.append(Conversation(sample_id=sample["sample_id"], turns=turns, questions=questions))
+    return conversations
+
+
+def neighbour_context(turns: list[Turn], i: int) -> str:
+    """The turns just before and after, in the same session: the question a turn answers, the answer it gets."""
+    around = [turns[j] for j in (i - 1, i + 1) if 0 <= j < len(turns) and turns[j].session == turns[i].session]
+    return "\n".join(t.item_text for t in around)
+
+
+def memory_writes(conv: Conversation, *, with_context: bool = True) -> list[MemoryWrite]:
+    return [
+        MemoryWrite(
+            key=turn.dia_id,
+            value=turn.item_text,
+            metadata={"session": turn.session, "session_date_time": turn.date_time, "speaker": turn.speaker},
+            context=neighbour_context(conv.turns, i) if with_context else None,
+            source_ids=(turn.dia_id,),
+        )
+        for i, turn in enumerate(conv.turns)
+    ]
+
+
+# ------------------------------------------------------------------------------------------ scoring
+
+
+def score(ranked: Sequence[str], gold: Sequence[str]) -> tuple[float, float, float, float]:
+    top10 = list(ranked[:10])
+    gold_set = set(gold)
+    r5 = len(gold_set & set(top10[:5])) / len(gold_set)
+    r10 = len(gold_set & set(top10)) / len(gold_set)
+    sessions = {d.split(":")[0] for d in top10}
+    sess = sum(1 for g in gold_set if g.split(":")[0] in sessions) / len(gold_set)
+    mrr = next((1.0 / (k + 1) for k, d in enumerate(top10) if d in gold_set), 0.0)
+    return r5, r10, sess, mrr
+
+
+Ranker = Callable[[Conversation, int], list[str]]
+
+
+def evaluate(conversations: list[Conversation], ranker: Ranker) -> dict[str, Any]:
+    per_cat: dict[int, list[tuple[float, float, float, float]]] = defaultdict(list)
+    started = time.perf_counter()
+    count = 0
+    for conv in conversations:
+        for qi, question in enumerate(conv.questions):
+            per_cat[question.category].append(score(ranker(conv, qi), question.gold))
+            count += 1
+    elapsed = time.perf_counter() - started
+    headline = [row for cat in HEADLINE for row in per_cat[cat]]
+    return {
+        "overall": _mean(headline),
+        "n": len(headline),
+        "categories": {cat: {"n": len(rows), **_mean(rows)} for cat, rows in sorted(per_cat.items())},
+        "ms_per_query": 1000 * elapsed / max(count, 1),
+    }
+
+
+def _mean(rows: list[tuple[float, float, float, float]]) -> dict[str, float]:
+    if not rows:
+        return {"R@5": 0.0, "R@10": 0.0, "SessR@10": 0.0, "MRR@10": 0.0}
+    m = np.mean(np.array(rows), axis=0)
+    return {"R@5": float(m[0]), "R@10": float(m[1]), "SessR@10": float(m[2]), "MRR@10": float(m[3])}
+
+
+# ---------------------------------------------------------------------------------------- baselines
+
+
+def bm25_ranker(conversations: list[Conversation]) -> Ranker:
+    def tokens(text: str) -> list[str]:
+        return re.findall(r"\w+", text.lower())
+
+    indexes = {c.sample_id: BM25Okapi([tokens(t.item_text) for t in c.turns]) for c in conversations}
+
+    def rank(conv: Conversation, qi: int) -> list[str]:
+        scores = indexes[conv.sample_id].get_scores(tokens(conv.questions[qi].question))
+        return [conv.turns[i].dia_id for i in np.argsort(-scores, kind="stable")[:100]]
+
+    return rank
+
+
+def dense_ranker(conversations: list[Conversation], embedder: OnnxMiniLMEmbedder) -> Ranker:
+    vectors = {c.sample_id: np.asarray(embedder.embed([t.item_text for t in c.turns])) for c in conversations}
+    questions = {
+        c.sample_id: np.asarray(embedder.embed([q.question for q in c.questions])) if c.questions else None
+        for c in conversations
+    }
+
+    def rank(conv: Conversation, qi: int) -> list[str]:
+        q = questions[conv.sample_id]
+        assert q is not None
+        scores = vectors[conv.sample_id] @ q[qi]
+        return [conv.turns[i].dia_id for i in np.argsort(-scores, kind="stable")[:100]]
+
+    return rank
+
+
+def rrf_ranker(first: Ranker, second: Ranker, k: float = 60.0) -> Ranker:
+    def rank(conv: Conversation, qi: int) -> list[str]:
+        fused: dict[str, float] = defaultdict(float)
+        for ranking in (first(conv, qi), second(conv, qi)):
+            for r, dia_id in enumerate(ranking):
+                fused[dia_id] += 1.0 / (k + r + 1)
+        return sorted(fused, key=lambda d: -fused[d])
+
+    return rank
+
+
+def memory_ranker(service: MemoryService, owner_suffix: str = "") -> Ranker:
+    def rank(conv: Conversation, qi: int) -> list[str]:
+        request = MemoryQuery(query=conv.questions[qi].question, top_k=10)
+        return [hit.memory.key for hit in service.run_query(conv.sample_id + owner_suffix, request).hits]
+
+    return rank
+
+
+# -------------------------------------------------------------------------------------------- main
+
+
+def table(rows: dict[str, dict[str, Any]]) -> str:
+    lines = ["| method | R@5 | R@10 | SessR@10 | MRR@10 | ms/query |", "|---|---|---|---|---|---|"]
+    for name, result in rows.items():
+        o = result["overall"]
+        lines.append(
+            f"| {name} | {o['R@5']:.3f} | {o['R@10']:.3f} | {o['SessR@10']:.3f} | {o['MRR@10']:.3f} "
+            f"| {result['ms_per_query']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def category_table(rows: dict[str, dict[str, Any]]) -> str:
+    cats = sorted({c for r in rows.values() for c in r["categories"]})
+    first = next(iter(rows.values()))["categories"]
+    head = " | ".join(f"{c} {CATEGORY_NAMES.get(c, '')} (n={first[c]['n']})" for c in cats)
+    lines = [f"| R@10 by category | {head} |", "|---" * (len(cats) + 1) + "|"]
+    for name, result in rows.items():
+        cells = " | ".join(f"{result['categories'][c]['R@10']:.3f}" for c in cats)
+        lines.append(f"| {name} | {cells} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10_dev.json (or locomo10.json)")
+    parser.add_argument("--database-url", default=None, help="SQL URL (default: a SQLite file in a temp dir)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    conversations = load(args.data)
+    n_turns = sum(len(c.turns) for c in conversations)
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+        url = args.database_url or f"sqlite:///{Path(tmp) / 'memory.db'}"
+        upgrade(url)
+        database = Database(url)
+        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
+        embedder = OnnxMiniLMEmbedder(threads=1)
+        embedder.embed(["warm up"])
+        index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection="locomo")
+        index.reset()
+        service = MemoryService(database, embedder, index)
+
+        started = time.perf_counter()
+        for conv in conversations:
+            service.apply_writes(conv.sample_id, memory_writes(conv))
+        ingest = time.perf_counter() - started
+
+        results: dict[str, dict[str, Any]] = {}
+        results["memory (hybrid)"] = evaluate(conversations, memory_ranker(service))
+        lexical_only = MemoryService(database, embedder, index, ranking=RankingPolicy(dense_weight=0.0))
+        results["memory, lexical stage only"] = evaluate(conversations, memory_ranker(lexical_only))
+        dense_only = MemoryService(database, embedder, index, ranking=RankingPolicy(lexical_weight=0.0))
+        results["memory, dense stage only"] = evaluate(conversations, memory_ranker(dense_only))
+        # Ablation: the same memories without neighbouring turns as context (separate owners).
+        for conv in conversations:
+            service.apply_writes(conv.sample_id + "#bare", memory_writes(conv, with_context=False))
+        results["memory (hybrid), no neighbour context"] = evaluate(conversations, memory_ranker(service, "#bare"))
+        bm25 = bm25_ranker(conversations)
+        dense = dense_ranker(conversations, embedder)
+        results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)
+        results["baseline dense MiniLM"] = evaluate(conversations, dense)
+        results["baseline RRF(BM25, dense)"] = evaluate(conversations, rrf_ranker(bm25, dense))
+        milvus.close()
+        database.dispose()
+
+    n_questions = sum(len(c.questions) for c in conversations)
+    print(f"LoCoMo {args.data.name}: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions")
+    rate = n_turns / ingest
+    print(f"ingest through MemoryService.apply_writes (embedding included): {ingest:.1f} s ({rate:.0f} turns/s)")
+    print()
+    print(f"Categories 1-4 (n={results['memory (hybrid)']['n']}):")
+    print(table(results))
+    print()
+    print(category_table(results))
+    if args.json:
+        args.json.write_text(json.dumps({"ingest_seconds": ingest, "turns": n_turns, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
