@@ -13,6 +13,9 @@ import pytest
 from pymilvus import MilvusClient
 
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
+from cluster.experience.service import ExperienceService
+from cluster.stores.db import Database
+from cluster.stores.experience_index import MilvusExperienceIndex
 from cluster.stores.milvus import MilvusLiteServer, open_milvus
 
 
@@ -34,3 +37,9 @@ def milvus(milvus_server: MilvusLiteServer) -> Iterator[MilvusClient]:
     client = open_milvus(str(milvus_server.path))
     yield client
     client.close()
+
+
+@pytest.fixture
+def experience(database: Database, milvus: MilvusClient, embedder: CachedEmbedder) -> ExperienceService:
+    """The service on this test's SQL database (SQLite, then Postgres) and its own Lite file."""
+    return ExperienceService(database, MilvusExperienceIndex(milvus), embedder)

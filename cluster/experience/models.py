@@ -1,0 +1,100 @@
+"""Pydantic models at the experience service's boundary: query results, feedback, reports, edits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from cluster.core.experience import ActionPattern, Condition, ExperienceTemplate
+from cluster.core.trajectory import Frozen, Name, Text
+
+MAX_TOP_K = 8
+
+
+class ScoredTemplate(Frozen):
+    template: ExperienceTemplate
+    relevance: float = Field(description="Cosine similarity of the query context and the template, in [-1, 1].")
+
+
+class ExperienceQueryResult(Frozen):
+    """Templates for one situation, most relevant first, and the block to put in a system prompt."""
+
+    templates: tuple[ScoredTemplate, ...] = ()
+    prompt_block: str = Field(default="", description="[EXPERIENCE]…[/EXPERIENCE], or empty when nothing matched.")
+
+
+class ConfidenceReason(StrEnum):
+    CREATED = "created"
+    MERGED = "merged"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    MANUAL = "manual"
+    IMPORTED = "imported"
+
+
+class ConfidenceChange(Frozen):
+    """One entry of a template's confidence history."""
+
+    template_id: uuid.UUID
+    before: float | None = Field(description="None when the template was created.")
+    after: float
+    reason: ConfidenceReason
+    trajectory_id: uuid.UUID | None = None
+    at: datetime
+
+
+class OutcomeReport(Frozen):
+    changes: tuple[ConfidenceChange, ...] = ()
+    already_counted: tuple[uuid.UUID, ...] = Field(
+        default=(), description="Templates whose outcome for this trajectory was reported before (no change)."
+    )
+
+
+class LearnReport(Frozen):
+    new: tuple[uuid.UUID, ...] = ()
+    merged: tuple[uuid.UUID, ...] = Field(default=(), description="Existing templates that absorbed new evidence.")
+    supplementary: tuple[uuid.UUID, ...] = Field(default=(), description="New edge-case templates with a parent.")
+
+
+class ImportReport(Frozen):
+    imported: tuple[uuid.UUID, ...] = ()
+    merged: tuple[uuid.UUID, ...] = Field(default=(), description="Existing templates the import merged into.")
+    duplicates: int = Field(default=0, ge=0, description="Lines skipped because the library already had them.")
+
+
+TopK = Annotated[int, Field(ge=1)]
+
+
+class TemplateEdit(Frozen):
+    """A hand edit: fields left as None keep their value. Setting ``confidence`` is recorded in the history."""
+
+    role: Name | None = None
+    task_type: Name | None = None
+    condition: Condition | None = None
+    recommended: ActionPattern | None = None
+    avoid: ActionPattern | None = None
+    clear_avoid: bool = Field(default=False, description="Remove the action to avoid.")
+    rationale: Text | None = Field(default=None, max_length=2000)
+    caveats: tuple[Text, ...] | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+def embedding_text(template: ExperienceTemplate) -> str:
+    """What gets embedded for a template: its task type and rendered rule."""
+    text = template.render()
+    return f"{template.task_type}: {text}" if template.task_type else text
+
+
+def content_hash(template: ExperienceTemplate) -> str:
+    """Hash of what a template says (not its id, evidence or confidence): equal hash = same rule."""
+    content = template.model_dump(
+        mode="json",
+        include={"role", "task_type", "signature", "condition", "recommended", "avoid", "rationale", "caveats"},
+    )
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

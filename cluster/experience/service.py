@@ -1,0 +1,469 @@
+"""The experience library: serve templates to agents, learn new ones, move confidence with outcomes.
+
+SQL (``cluster.stores.experience_store``) is the source of truth; Milvus
+(``cluster.stores.experience_index``) holds one vector per template plus the fields queries filter
+on. A write commits to SQL first and then updates Milvus; if Milvus fails after the commit the
+index is behind, queries re-check confidence and ownership against SQL, and :meth:`reindex`
+brings Milvus back in line.
+
+The merge rules (near-duplicates add support, edge cases link to a parent) and the confidence
+update are the attribution engine's pure functions (``actors.engine``); this module only stores
+their results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from pymilvus import MilvusClient
+
+from actors.engine import merge_into_library, update_confidence
+from cluster.core.errors import InvalidInput
+from cluster.core.experience import ExperienceTemplate, TemplateSource, render_prompt_block
+from cluster.core.ports import Embedder
+from cluster.embedding import build_embedder
+from cluster.experience.models import (
+    MAX_TOP_K,
+    ConfidenceChange,
+    ConfidenceReason,
+    ExperienceQueryResult,
+    ImportReport,
+    LearnReport,
+    OutcomeReport,
+    ScoredTemplate,
+    TemplateEdit,
+    content_hash,
+)
+from cluster.settings import Settings
+from cluster.stores.db import Database
+from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
+from cluster.stores.experience_store import SqlExperienceStore
+from cluster.stores.milvus import connect
+
+logger = logging.getLogger(__name__)
+
+EXPORT_FORMAT = "hindsight-experience"
+EXPORT_VERSION = 1
+# Imported templates whose id is not already the owner's get a stable new id: uuid5(this, "owner:id").
+IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
+_OVERFETCH = 2  # Milvus may be slightly behind SQL; fetch extra candidates and re-check them in SQL.
+
+
+def _check_owner(owner: str) -> str:
+    if not owner or len(owner) > 200 or any(ord(c) < 32 for c in owner):
+        raise InvalidInput("owner must be 1-200 printable characters")
+    return owner
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ExperienceService:
+    """Experience templates for many owners, isolated from each other.
+
+    Args:
+        db: the SQL database (source of truth).
+        index: the Milvus index (derived; rebuilt by :meth:`reindex`).
+        embedder: turns query contexts and template texts into unit vectors.
+        top_k: default number of templates a query returns (capped at 8).
+        confidence_threshold: default minimum confidence of a served template.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        index: MilvusExperienceIndex,
+        embedder: Embedder,
+        *,
+        top_k: int = 5,
+        confidence_threshold: float = 0.7,
+    ) -> None:
+        if embedder.dimension != index.dimension:
+            raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, index holds {index.dimension}-d")
+        self.db = db
+        self.index = index
+        self.embedder = embedder
+        self.top_k = min(max(1, top_k), MAX_TOP_K)
+        self.confidence_threshold = confidence_threshold
+        index.ensure_collection()
+
+    # --- serving ----------------------------------------------------------------------------
+
+    def query_experience(
+        self,
+        owner: str,
+        context: str,
+        role: str,
+        task_type: str | None = None,
+        top_k: int | None = None,
+        min_confidence: float | None = None,
+        include_other_roles: bool = False,
+    ) -> ExperienceQueryResult:
+        """The owner's templates most relevant to ``context``, best first, with a prompt block.
+
+        Only templates of ``role`` unless ``include_other_roles``; with ``task_type``, templates of
+        that task type or of none. At most ``top_k`` (default ``experience_top_k``, hard cap 8),
+        each with confidence ≥ ``min_confidence`` (default ``confidence_threshold``). An empty
+        library gives an empty result.
+
+        Raises:
+            InvalidInput: empty context, top_k < 1 or min_confidence outside [0, 1].
+        """
+        _check_owner(owner)
+        if not context.strip():
+            raise InvalidInput("context must not be empty")
+        if "\x00" in context:
+            raise InvalidInput("NUL bytes are not allowed in context")
+        k = self.top_k if top_k is None else top_k
+        if k < 1:
+            raise InvalidInput("top_k must be at least 1")
+        k = min(k, MAX_TOP_K)
+        threshold = self.confidence_threshold if min_confidence is None else min_confidence
+        if not 0.0 <= threshold <= 1.0:
+            raise InvalidInput("min_confidence must be within [0, 1]")
+        vector = self.embedder.embed([context])[0]
+        hits = self.index.search(
+            owner,
+            vector,
+            limit=k * _OVERFETCH,
+            role=None if include_other_roles else role,
+            task_type=task_type,
+            min_confidence=threshold,
+        )
+        if not hits:
+            return ExperienceQueryResult()
+        with self.db.transaction() as session:
+            templates = SqlExperienceStore(session).get_many(owner, [h.template_id for h in hits])
+        scored: list[ScoredTemplate] = []
+        for hit in hits:
+            template = templates.get(hit.template_id)
+            # SQL has the last word: the index may lag behind a confidence drop or a role edit.
+            if template is None or template.confidence < threshold:
+                continue
+            if not include_other_roles and template.role != role:
+                continue
+            scored.append(ScoredTemplate(template=template, relevance=round(hit.score, 6)))
+            if len(scored) == k:
+                break
+        return ExperienceQueryResult(
+            templates=tuple(scored), prompt_block=render_prompt_block([s.template for s in scored])
+        )
+
+    def get_template(self, owner: str, template_id: uuid.UUID) -> ExperienceTemplate:
+        with self.db.transaction() as session:
+            return SqlExperienceStore(session).get(_check_owner(owner), template_id)
+
+    def history(self, owner: str, template_id: uuid.UUID) -> list[ConfidenceChange]:
+        """The template's confidence changes, oldest first. Raises ``NotFound``."""
+        with self.db.transaction() as session:
+            return SqlExperienceStore(session).history(_check_owner(owner), template_id)
+
+    def count(self, owner: str) -> int:
+        with self.db.transaction() as session:
+            return SqlExperienceStore(session).count(_check_owner(owner))
+
+    # --- learning ---------------------------------------------------------------------------
+
+    def learn(
+        self, owner: str, templates: Sequence[ExperienceTemplate], analysed: Sequence[uuid.UUID] = ()
+    ) -> LearnReport:
+        """Store templates from the attribution engine, merging them into the owner's library.
+
+        Near-duplicates merge into the existing template (support adds up, evidence already
+        counted is not counted again); an edge case of an existing family becomes a supplementary
+        template linked to the family's root. ``analysed`` trajectories are marked analysed in the
+        same transaction, so a retried batch neither loses nor double-counts evidence.
+        """
+        _check_owner(owner)
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            store.lock_owner(owner)
+            existing = store.families(owner, [t.signature for t in templates])
+            result = merge_into_library(existing, templates)
+            written: list[tuple[ExperienceTemplate, str]] = []
+            for template in (*result.new, *result.supplementary):
+                written.append((template, store.insert(owner, template)))
+            for template in result.updated:
+                _, body = store.replace(owner, template, ConfidenceReason.MERGED)
+                written.append((template, body))
+            store.mark_analysed(owner, analysed)
+        self._index(owner, written)
+        if written:
+            logger.info(
+                "learned for %s: %d new, %d merged, %d supplementary",
+                owner,
+                len(result.new),
+                len(result.updated),
+                len(result.supplementary),
+            )
+        return LearnReport(
+            new=tuple(t.template_id for t in result.new),
+            merged=tuple(t.template_id for t in result.updated),
+            supplementary=tuple(t.template_id for t in result.supplementary),
+        )
+
+    def report_outcome(
+        self,
+        owner: str,
+        template_ids: Sequence[uuid.UUID],
+        succeeded: bool,
+        trajectory_id: uuid.UUID | None = None,
+    ) -> OutcomeReport:
+        """Served templates were applied and the task succeeded (confidence up) or failed (down).
+
+        With a ``trajectory_id`` each (trajectory, template) pair counts once: a retried report
+        changes nothing. Without one, every call counts. All or nothing.
+
+        Raises:
+            NotFound: a template id is not the owner's.
+        """
+        _check_owner(owner)
+        reason = ConfidenceReason.SUCCESS if succeeded else ConfidenceReason.FAILURE
+        changes: list[ConfidenceChange] = []
+        counted: list[uuid.UUID] = []
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            for template_id in dict.fromkeys(template_ids):
+                template = store.get(owner, template_id, lock=True)
+                if trajectory_id is not None and not store.claim_outcome(owner, template_id, trajectory_id, succeeded):
+                    counted.append(template_id)
+                    continue
+                updated = template.model_copy(
+                    update={"confidence": update_confidence(template.confidence, succeeded), "updated_at": _now()}
+                )
+                before, _ = store.replace(owner, updated, reason, trajectory_id)
+                changes.append(
+                    ConfidenceChange(
+                        template_id=template_id,
+                        before=before,
+                        after=updated.confidence,
+                        reason=reason,
+                        trajectory_id=trajectory_id,
+                        at=updated.updated_at,
+                    )
+                )
+        if changes:
+            self.index.set_confidence(owner, {c.template_id: (c.after, c.at) for c in changes})
+        return OutcomeReport(changes=tuple(changes), already_counted=tuple(counted))
+
+    # --- manual authoring -------------------------------------------------------------------
+
+    def add_template(self, owner: str, template: ExperienceTemplate) -> ExperienceTemplate:
+        """Add a hand-written template (bootstrap). Its source becomes ``manual``.
+
+        Raises:
+            Conflict: a template with this id exists.
+            NotFound: ``parent_id`` is not one of the owner's templates.
+        """
+        _check_owner(owner)
+        now = _now()
+        template = template.model_copy(update={"source": TemplateSource.MANUAL, "created_at": now, "updated_at": now})
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            if template.parent_id is not None:
+                store.get(owner, template.parent_id)
+            body = store.insert(owner, template, ConfidenceReason.MANUAL)
+        self._index(owner, [(template, body)])
+        return template
+
+    def edit_template(self, owner: str, template_id: uuid.UUID, edit: TemplateEdit) -> ExperienceTemplate:
+        """Change a template by hand; a confidence change is recorded as ``manual``. Raises ``NotFound``."""
+        _check_owner(owner)
+        changes: dict[str, Any] = {
+            name: getattr(edit, name)
+            for name in ("role", "task_type", "condition", "recommended", "avoid", "rationale", "caveats", "confidence")
+            if getattr(edit, name) is not None
+        }
+        if edit.clear_avoid:
+            changes["avoid"] = None
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            current = store.get(owner, template_id, lock=True)
+            try:
+                updated = ExperienceTemplate.model_validate({**current.model_dump(), **changes, "updated_at": _now()})
+            except ValidationError as exc:
+                raise InvalidInput(str(exc)) from exc
+            _, body = store.replace(owner, updated, ConfidenceReason.MANUAL)
+        self._index(owner, [(updated, body)])
+        return updated
+
+    # --- export / import --------------------------------------------------------------------
+
+    def export_library(self, owner: str) -> Iterator[str]:
+        """The owner's library as JSON Lines: a header, then one template per line (see docs/experience-format.md)."""
+        _check_owner(owner)
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            count = store.count(owner)
+            templates = [t for t, _ in store.iter_owner(owner)]
+        header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": _now().isoformat(), "count": count}
+        yield json.dumps(header, sort_keys=True)
+        for template in templates:
+            yield json.dumps({"template": template.model_dump(mode="json")}, sort_keys=True)
+
+    def import_library(self, owner: str, lines: Iterable[str]) -> ImportReport:
+        """Add templates from an export, skipping what the library already holds.
+
+        A template whose id is already the owner's, or whose content (rule, role, task type,
+        signature) equals one of the owner's templates, is a duplicate and skipped; a near-duplicate
+        merges (support adds up); the rest are added with source ``import``. Importing the same
+        file twice changes nothing. All or nothing.
+
+        Raises:
+            InvalidInput: missing or unknown header, unsupported version, or a malformed line
+                (the message names the line).
+        """
+        _check_owner(owner)
+        incoming = _parse_export(lines)
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            store.lock_owner(owner)
+            named = {t.template_id for t in incoming} | {t.parent_id for t in incoming if t.parent_id is not None}
+            own = store.existing_ids(owner, sorted(named))
+            mapped = {x: x if x in own else _import_id(owner, x) for x in named}
+            present = store.existing_ids(owner, sorted(set(mapped.values())))
+            known_hashes = store.hashes(owner, [content_hash(t) for t in incoming])
+            fresh: list[ExperienceTemplate] = []
+            duplicates = 0
+            for template in incoming:
+                digest = content_hash(template)
+                if mapped[template.template_id] in present or digest in known_hashes:
+                    duplicates += 1
+                    continue
+                known_hashes.add(digest)
+                update = {
+                    "template_id": mapped[template.template_id],
+                    "parent_id": mapped[template.parent_id] if template.parent_id else None,
+                    "source": TemplateSource.IMPORT,
+                }
+                fresh.append(template.model_copy(update=update))
+            existing = store.families(owner, [t.signature for t in fresh])
+            result = merge_into_library(existing, fresh)
+            added = result.library[len(existing) :]
+            written: list[tuple[ExperienceTemplate, str]] = []
+            stored = set(present)
+            for template in added:  # file order: a parent in the file comes before its children
+                if template.parent_id is not None and template.parent_id not in stored:
+                    template = template.model_copy(update={"parent_id": None})  # parent merged away or absent
+                written.append((template, store.insert(owner, template, ConfidenceReason.IMPORTED)))
+                stored.add(template.template_id)
+            for template in result.updated:
+                _, body = store.replace(owner, template, ConfidenceReason.MERGED)
+                written.append((template, body))
+        self._index(owner, written)
+        return ImportReport(
+            imported=tuple(t.template_id for t, _ in written[: len(added)]),
+            merged=tuple(t.template_id for t in result.updated),
+            duplicates=duplicates,
+        )
+
+    # --- index maintenance ------------------------------------------------------------------
+
+    def reindex(self, owner: str | None = None, batch_size: int = 512) -> int:
+        """Rebuild the Milvus rows of one owner (or of every owner) from SQL; returns rows written.
+
+        Templates no longer in SQL are removed from the index.
+        """
+        if owner is None:
+            with self.db.transaction() as session:
+                owners = SqlExperienceStore(session).owners()
+            self.index.drop()
+            self.index.ensure_collection()
+            return sum(self._reindex_owner(o, batch_size, fresh=True) for o in owners)
+        return self._reindex_owner(_check_owner(owner), batch_size, fresh=False)
+
+    def _reindex_owner(self, owner: str, batch_size: int, *, fresh: bool) -> int:
+        stale = set() if fresh else self.index.ids(owner)
+        written = 0
+        with self.db.transaction() as session:
+            pages = SqlExperienceStore(session).iter_owner(owner, batch_size)
+            batch: list[tuple[ExperienceTemplate, str]] = []
+            for item in pages:
+                batch.append(item)
+                if len(batch) == batch_size:
+                    self._index(owner, batch)
+                    written += len(batch)
+                    stale.difference_update(t.template_id for t, _ in batch)
+                    batch = []
+            if batch:
+                self._index(owner, batch)
+                written += len(batch)
+                stale.difference_update(t.template_id for t, _ in batch)
+        self.index.delete(owner, sorted(stale))
+        logger.info("reindexed %d templates of %s (%d stale removed)", written, owner, len(stale))
+        return written
+
+    def _index(self, owner: str, items: Sequence[tuple[ExperienceTemplate, str]]) -> None:
+        if not items:
+            return
+        vectors = self.embedder.embed([body for _, body in items])
+        self.index.upsert(
+            [
+                IndexRow(
+                    template_id=t.template_id,
+                    owner=owner,
+                    role=t.role,
+                    task_type=t.task_type,
+                    confidence=t.confidence,
+                    created_at=t.created_at,
+                    updated_at=t.updated_at,
+                    vector=v,
+                )
+                for (t, _), v in zip(items, vectors, strict=True)
+            ]
+        )
+
+
+def _import_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:
+    return uuid.uuid5(IMPORT_NAMESPACE, f"{owner}:{template_id}")
+
+
+def _parse_export(lines: Iterable[str]) -> list[ExperienceTemplate]:
+    iterator = (line for line in lines if line.strip())
+    first = next(iterator, None)
+    if first is None:
+        raise InvalidInput("empty import: expected a header line")
+    try:
+        header = json.loads(first)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"line 1: header is not JSON: {exc}") from exc
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise InvalidInput(f"line 1: not a {EXPORT_FORMAT} file")
+    if header.get("version") != EXPORT_VERSION:
+        raise InvalidInput(f"line 1: unsupported {EXPORT_FORMAT} version {header.get('version')!r}")
+    templates: list[ExperienceTemplate] = []
+    for number, line in enumerate(iterator, start=2):
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "template" not in record:
+                raise InvalidInput("expected an object with a 'template' key")
+            templates.append(ExperienceTemplate.model_validate(record["template"]))
+        except (json.JSONDecodeError, ValidationError, InvalidInput) as exc:
+            raise InvalidInput(f"line {number}: {exc}") from exc
+    return templates
+
+
+def build_experience_service(
+    settings: Settings,
+    db: Database,
+    *,
+    embedder: Embedder | None = None,
+    client: MilvusClient | None = None,
+) -> ExperienceService:
+    """The service the settings describe: embedder from ``settings.embedding``, Milvus from
+    ``settings.milvus_target()`` (see ``cluster.stores.milvus`` for who may open a Lite file),
+    ``experience_top_k`` and ``confidence_threshold`` as defaults. Pass ``embedder``/``client`` to share them.
+    """
+    embedder = embedder or build_embedder(settings.embedding)
+    client = client or connect(settings)
+    index = MilvusExperienceIndex(client, dimension=embedder.dimension)
+    return ExperienceService(
+        db, index, embedder, top_k=settings.experience_top_k, confidence_threshold=settings.confidence_threshold
+    )
