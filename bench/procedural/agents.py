@@ -21,11 +21,12 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field, JsonValue
 
-from bench.procedural.env_base import Call, Episode, Frozen, StepResult, StepView
+from bench.procedural.env_base import Call, Episode, StepResult, StepView
 from bench.procedural.following import Served, follow, parse_served
 from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
 from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
 from cluster.core.experience import ExperienceTemplate
+from cluster.core.trajectory import Frozen
 
 logger = logging.getLogger(__name__)
 

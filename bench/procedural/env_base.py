@@ -20,15 +20,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import Field, JsonValue
+
+from cluster.core.trajectory import Frozen
 
 Status = Literal["success", "failure", "partial"]
-
-
-class Frozen(BaseModel):
-    """Immutable value with unknown fields rejected."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Call(Frozen):

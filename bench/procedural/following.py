@@ -13,8 +13,9 @@ from typing import Any
 
 from pydantic import Field, JsonValue, ValidationError
 
-from bench.procedural.env_base import Call, Frozen, StepView
+from bench.procedural.env_base import Call, StepView
 from cluster.core.experience import ExperienceTemplate, Predicate
+from cluster.core.trajectory import Frozen
 
 logger = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from typing import Literal
 from pydantic import Field
 
 from bench.procedural.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
-from bench.procedural.env_base import Frozen
 from bench.procedural.envs import FAMILIES, make_episode
 from bench.procedural.recording import ToolClient
 from bench.procedural.replay import ReplayMemory
 from cluster.core.ports import Embedder
+from cluster.core.trajectory import Frozen
 
 logger = logging.getLogger(__name__)
 

@@ -110,7 +110,9 @@ def test_product_import_method_depends_on_row_count_and_schema(rows: int, unifor
         episode = at_stage(ProductImport(1), "import")
         assert isinstance(episode, ProductImport)
         episode.row_count, episode.schema_uniform = rows, uniform
-        params = {"file": episode.file, "rows": rows} if action == "add_item" else {"file": episode.file}
+        params: dict[str, Any] = (
+            {"file": episode.file, "rows": rows} if action == "add_item" else {"file": episode.file}
+        )
         status = episode.act(Call(action=action, params=params)).status
         assert (status == "success") == (action in works), (action, status)
 

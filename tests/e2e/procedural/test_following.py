@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.procedural.agents import HindsightPolicy
+from bench.procedural.agents import Explorer, HindsightPolicy
 from bench.procedural.env_base import Call, StepView
 from bench.procedural.envs import FormSubmit, ProductImport, make_episode
 from bench.procedural.following import fill, parse_served, predicate_holds
@@ -34,17 +34,24 @@ def import_view(rows: int, uniform: bool = True) -> tuple[ProductImport, StepVie
     return episode, view
 
 
-def served(*templates: ExperienceTemplate, nested: bool = True) -> dict[str, Any]:
-    """Structured content in either of the shapes query_experience may return."""
-    if nested:
-        return {"templates": [{"template": t.model_dump(mode="json"), "score": 0.8} for t in templates]}
-    return {"templates": [t.model_dump(mode="json") | {"relevance": 0.8} for t in templates]}
+def served(*templates: ExperienceTemplate, shape: str = "nested") -> dict[str, Any]:
+    """Structured content in any of the shapes query_experience may return."""
+    entries: list[dict[str, Any]] = []
+    for t in templates:
+        body = t.model_dump(mode="json")
+        if shape == "nested":
+            entries.append({"template": body, "relevance": 0.8})
+        elif shape == "nested-score":
+            entries.append({"template": body, "score": 0.8})
+        else:
+            entries.append(body | {"relevance": 0.8})
+    return {"templates": entries, "prompt_block": "[EXPERIENCE]…[/EXPERIENCE]"}
 
 
-@pytest.mark.parametrize("nested", [True, False])
-def test_served_templates_parse_from_either_result_shape(nested: bool) -> None:
+@pytest.mark.parametrize("shape", ["nested", "nested-score", "flat"])
+def test_served_templates_parse_from_either_result_shape(shape: str) -> None:
     template = bulk_template()
-    parsed = parse_served(served(template, nested=nested) | {"prompt_block": "[EXPERIENCE]…[/EXPERIENCE]"})
+    parsed = parse_served(served(template, shape=shape))
     assert [p.template for p in parsed] == [template]
     assert parsed[0].relevance == pytest.approx(0.8)
 
@@ -90,7 +97,7 @@ def test_exploring_avoids_what_an_applicable_template_says_to_avoid() -> None:
     tried = [Call(action="bulk_import", params={"file": episode.file})]
     # The recommended call was tried already: explore, but never pick the avoided tool.
     for seed in range(10):
-        policy._explorer = type(policy._explorer)(f"s{seed}")
+        policy._explorer = Explorer(f"s{seed}")
         decision = policy.decide(items, episode, view, tried)
         assert decision.source == "explore"
         assert decision.call.action != "add_item"

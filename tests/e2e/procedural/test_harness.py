@@ -68,7 +68,9 @@ async def test_round_one_is_the_same_for_every_condition(results: BenchResults) 
 
 async def test_each_condition_records_under_its_own_owner(results: BenchResults, services: Services) -> None:
     with services.db.transaction() as session:
-        owners = dict(session.execute(text("SELECT owner, count(*) FROM trajectories GROUP BY owner")).all())
+        owners: dict[str, int] = dict(
+            session.execute(text("SELECT owner, count(*) FROM trajectories GROUP BY owner")).all()
+        )
     assert set(owners) == {"bench-none", "bench-replay", "bench-hindsight"}
     # One trajectory per role: product_import has one role, data_sync three.
     per_condition = TINY.rounds * (TINY.train_episodes + TINY.eval_episodes) * (1 + 3)
