@@ -56,6 +56,8 @@ class EpisodeResult(Frozen):
     steps: int = Field(ge=0)
     served_template_ids: tuple[str, ...] = ()
     applied_template_ids: tuple[str, ...] = ()
+    served_supplementary: int = Field(default=0, ge=0, description="Served edge-case templates (with a parent).")
+    applied_confidences: tuple[float, ...] = Field(default=(), description="Confidence of each followed template.")
     trajectory_ids: dict[str, str] = Field(default_factory=dict, description="Role → trajectory id.")
 
 
@@ -246,7 +248,15 @@ class HindsightPolicy(ExplorePolicy):
             outcome: Any = await client.call_tool("report_experience_outcome", args)
             if getattr(outcome, "is_error", False):
                 logger.debug("report_experience_outcome failed: %s", error_text(outcome))
-        return result.model_copy(update={"applied_template_ids": tuple(sorted({t for _, t in verdicts}))})
+        applied = sorted({t for _, t in verdicts})
+        served = [self.library[t] for t in result.served_template_ids if t in self.library]
+        return result.model_copy(
+            update={
+                "applied_template_ids": tuple(applied),
+                "served_supplementary": sum(t.parent_id is not None for t in served),
+                "applied_confidences": tuple(self.library[t].confidence for t in applied if t in self.library),
+            }
+        )
 
     def served_for(self, role: str) -> list[str]:
         return list(self._served_ids.get(role, []))

@@ -74,6 +74,8 @@ class CellResult(Frozen):
     mean_steps: float = Field(ge=0.0, description="Calls per episode; a failed episode counts its whole budget.")
     templates_served: float = Field(ge=0.0, description="Mean distinct templates served per episode.")
     templates_applied: float = Field(ge=0.0, description="Mean distinct templates followed per episode.")
+    supplementary_served: float = Field(default=0.0, ge=0.0, description="Mean edge-case templates served.")
+    applied_confidence: float | None = Field(default=None, description="Mean confidence of followed templates.")
 
 
 class LearnedTemplate(Frozen):
@@ -129,6 +131,7 @@ def summarize(
     """Aggregate episodes into one cell."""
     n = len(results)
     wins = sum(r.succeeded for r in results)
+    confidences = [c for r in results for c in r.applied_confidences]
     return CellResult(
         condition=condition,
         round=round_,
@@ -140,6 +143,8 @@ def summarize(
         mean_steps=sum(r.steps for r in results) / n if n else 0.0,
         templates_served=sum(len(r.served_template_ids) for r in results) / n if n else 0.0,
         templates_applied=sum(len(r.applied_template_ids) for r in results) / n if n else 0.0,
+        supplementary_served=sum(r.served_supplementary for r in results) / n if n else 0.0,
+        applied_confidence=sum(confidences) / len(confidences) if confidences else None,
     )
 
 

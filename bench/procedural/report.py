@@ -25,7 +25,7 @@ def _num(value: float | None) -> str:
 def overview_table(results: BenchResults) -> Table:
     """Success and mean steps per condition × round on unseen instances, all families together."""
     table = Table(title="Unseen instances, all families")
-    for name in ("condition", "round", "episodes", "success", "mean steps", "served", "applied"):
+    for name in ("condition", "round", "episodes", "success", "mean steps", "served", "edge cases", "applied", "conf."):
         table.add_column(name, justify="left" if name == "condition" else "right")
     for c in results.cells:
         if c.family == ALL and c.phase == "eval":
@@ -36,7 +36,9 @@ def overview_table(results: BenchResults) -> Table:
                 _pct(c.success_rate),
                 _num(c.mean_steps),
                 _num(c.templates_served),
+                _num(c.supplementary_served),
                 _num(c.templates_applied),
+                _num(c.applied_confidence),
             )
     return table
 
