@@ -14,6 +14,7 @@ are ``partial``, so hindsight does not blame the tool for the agent's aim.
 
 from __future__ import annotations
 
+import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -165,3 +166,25 @@ class Episode(ABC):
 def token(rng: random.Random, n: int = 6) -> str:
     """A random lower-case hex token, for ids and file names that differ per instance."""
     return "".join(rng.choice("0123456789abcdef") for _ in range(n))
+
+
+def log_uniform(rng: random.Random, low: int, high: int) -> int:
+    """An integer spread evenly over orders of magnitude between ``low`` and ``high``."""
+    return round(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def make_view(stage: str, context: dict[str, JsonValue], *options: Call, role: str = "agent") -> StepView:
+    """A view whose available actions are the options' actions, in order."""
+    actions = tuple(dict.fromkeys(o.action for o in options))
+    return StepView(stage=stage, role=role, context=context, available_actions=actions, options=options)
+
+
+def tool_call(action: str, **params: JsonValue) -> Call:
+    """A call from keyword params."""
+    return Call(action=action, params=params)
+
+
+def mismatch(call: Call, key: str, expected: str, what: str) -> StepResult | None:
+    """A failure when a parameter names another instance's resource, else None."""
+    got = call.params.get(key)
+    return None if got == expected else fail(f"{what} {got!r} not found")
