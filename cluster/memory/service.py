@@ -331,28 +331,28 @@ class MemoryService:
         )
         vector = self.embedder.embed([request.query])[0]
         with self.db.transaction() as session:
-            lexical = self.store.lexical(session, owner, request.query, vis, self.ranking.candidates)
-            dense, rows = self._dense(session, owner, vector, vis, request)
-            missing = [h.seq for h in lexical if h.seq not in rows]
-            rows.update(self.store.visible(session, owner, missing, vis))
-            hits = self._rank(request, vis, rows, dense, {h.seq: h.score for h in lexical}, now)
+            lexical = {
+                h.seq: h.score for h in self.store.lexical(session, owner, request.query, vis, self.ranking.candidates)
+            }
+            dense = self._dense(session, owner, vector, vis)
+            ranked = self._fuse(dense, lexical)
+            top = ranked[: request.top_k]
+            # Full records only for what is returned: building them is the costly part.
+            rows = self.store.visible(session, owner, [seq for _, seq in top], vis)
+            top = [(fused, seq) for fused, seq in top if seq in rows]
+            hits = self._explain(top, rows, dense, lexical, vis, now)
             self.store.touch(
                 session,
                 owner,
-                {
-                    h_seq: self.activity.reinforced(rows[h_seq].activity, rows[h_seq].activity_at, now)
-                    for h_seq in (hit[0] for hit in hits)
-                },
+                {seq: self.activity.reinforced(rows[seq].activity, rows[seq].activity_at, now) for _, seq in top},
                 now,
             )
-        result = MemoryQueryResult(hits=tuple(hit for _, hit in hits), candidates=len(rows))
+        result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked))
         self.cache.put(owner, cache_key, result, now)
         return result
 
-    def _dense(
-        self, session: Session, owner: str, vector: Sequence[float], vis: Visibility, request: MemoryQuery
-    ) -> tuple[list[tuple[int, float]], dict[int, StoredMemory]]:
-        """Vector candidates that pass the SQL filters, best first.
+    def _dense(self, session: Session, owner: str, vector: Sequence[float], vis: Visibility) -> dict[int, float]:
+        """Vector candidates that pass the SQL filters, best first (seq -> cosine similarity).
 
         Milvus filters by owner, entity and scope; version, archive and validity live in SQL, so
         ask for more when too many candidates were filtered out.
@@ -361,48 +361,49 @@ class MemoryService:
         limit = want
         while True:
             found = self.index.search(owner, vector, limit, entity=vis.entity, scope_key=vis.scope_key)
-            rows = self.store.visible(session, owner, (h.seq for h in found), vis)
-            dense = [(h.seq, h.similarity) for h in found if h.seq in rows]
+            keep = self.store.visible_seqs(session, owner, [h.seq for h in found], vis)
+            dense = [(h.seq, h.similarity) for h in found if h.seq in keep]
             if len(dense) >= want or len(found) < limit or limit >= MAX_DENSE_CANDIDATES:
-                return dense[:want], rows
+                return dict(dense[:want])
             limit = min(limit * 4, MAX_DENSE_CANDIDATES)
 
-    def _rank(
-        self,
-        request: MemoryQuery,
-        vis: Visibility,
-        rows: dict[int, StoredMemory],
-        dense: list[tuple[int, float]],
-        lexical: dict[int, float],
-        now: datetime,
-    ) -> list[tuple[int, MemoryHit]]:
+    def _fuse(self, dense: dict[int, float], lexical: dict[int, float]) -> list[tuple[float, int]]:
+        """Weighted reciprocal-rank fusion of the two candidate lists (each best first), best first."""
         policy = self.ranking
-        dense_rank = {seq: i + 1 for i, (seq, _) in enumerate(dense)}
-        dense_sim = dict(dense)
-        lexical_rank = {seq: i + 1 for i, seq in enumerate(lexical)}
-        scored: list[tuple[float, int]] = []
-        for seq in rows:
-            fused = rrf(dense_rank.get(seq), policy.rrf_k, policy.dense_weight) + rrf(
-                lexical_rank.get(seq), policy.rrf_k, policy.lexical_weight
-            )
-            if fused > 0:
-                scored.append((fused, seq))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        out: list[tuple[int, MemoryHit]] = []
-        for fused, seq in scored[: request.top_k]:
+        fused: dict[int, float] = {}
+        for weight, ranking in ((policy.dense_weight, dense), (policy.lexical_weight, lexical)):
+            if weight <= 0:
+                continue
+            for rank, seq in enumerate(ranking, start=1):
+                fused[seq] = fused.get(seq, 0.0) + rrf(rank, policy.rrf_k, weight)
+        return sorted(((score, seq) for seq, score in fused.items()), key=lambda item: (-item[0], item[1]))
+
+    def _explain(
+        self,
+        top: list[tuple[float, int]],
+        rows: dict[int, StoredMemory],
+        dense: dict[int, float],
+        lexical: dict[int, float],
+        vis: Visibility,
+        now: datetime,
+    ) -> list[MemoryHit]:
+        dense_rank = {seq: i for i, seq in enumerate(dense, start=1)}
+        lexical_rank = {seq: i for i, seq in enumerate(lexical, start=1)}
+        hits = []
+        for fused, seq in top:
             stored = rows[seq]
             why = MatchExplanation(
                 entity=vis.entity,
                 valid_at=vis.valid_at,
-                dense_similarity=dense_sim.get(seq),
+                dense_similarity=dense.get(seq),
                 dense_rank=dense_rank.get(seq),
                 lexical_score=lexical.get(seq),
                 lexical_rank=lexical_rank.get(seq),
                 fused=fused,
                 activity=self.activity.decayed(stored.activity, stored.activity_at, now),
             )
-            out.append((seq, MemoryHit(memory=stored.record, score=fused, why=why)))
-        return out
+            hits.append(MemoryHit(memory=stored.record, score=fused, why=why))
+        return hits
 
     # ---------------------------------------------------------------------- raw log and promotion
 

@@ -231,6 +231,15 @@ class SqlMemoryStore:
             out.update((row.seq, _record(row)) for row in rows)
         return out
 
+    def visible_seqs(self, session: Session, owner: str, seqs: Sequence[int], vis: Visibility) -> set[int]:
+        """Those of ``seqs`` that pass the filters (ids only: cheap enough for every candidate)."""
+        out: set[int] = set()
+        for start in range(0, len(seqs), 500):
+            chunk = list(seqs[start : start + 500])
+            stmt = select(MemoryRow.seq).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis))
+            out.update(session.scalars(stmt))
+        return out
+
     def lexical(self, session: Session, owner: str, query: str, vis: Visibility, limit: int) -> list[LexicalHit]:
         """Full-text ranking of the visible memories: FTS5 BM25 on SQLite, ``ts_rank`` on Postgres.
 
