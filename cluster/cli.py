@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -12,7 +16,7 @@ app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no
 
 
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at DEBUG level.")] = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -37,6 +41,55 @@ def demo() -> None:
     from cluster.demo import run_capture_demo
 
     run_capture_demo(load_settings())
+
+
+@app.command()
+def serve(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Deployment file: deploy/serve.yaml.")] = None,
+    port: Annotated[int | None, typer.Option(help="Override the HTTP port of the config file.")] = None,
+) -> None:
+    """Serve the MCP endpoint (/mcp/), /health and /metrics on Ray Serve, with the attribution pool."""
+    from cluster.runner import start_service
+    from cluster.serve_config import load_serve_config
+
+    serve_config = load_serve_config(config)
+    if port is not None:
+        serve_config = serve_config.model_copy(update={"http": serve_config.http.model_copy(update={"port": port})})
+    running = start_service(load_settings(), serve_config)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    logging.getLogger(__name__).info("shutting down")
+    running.stop()
+
+
+@app.command()
+def stdio() -> None:
+    """Serve the same MCP tools over stdio for one local agent (owner: the local_owner setting)."""
+    from cluster.local import run_stdio
+
+    run_stdio(load_settings())
+
+
+@app.command()
+def reprocess(
+    output: Annotated[Path, typer.Option(help="Folder for one <owner>.jsonl library per owner.")] = Path("reprocessed"),
+    scorer: Annotated[str, typer.Option(help="Registered scorer name.")] = "default",
+    scorer_module: Annotated[list[str] | None, typer.Option(help="Module to import first (registers scorers).")] = None,
+    owner: Annotated[str | None, typer.Option(help="Only this owner's trajectories.")] = None,
+    actors: Annotated[int, typer.Option(min=1, help="Ray Data actor pool size.")] = 2,
+) -> None:
+    """Re-run attribution over every stored trajectory with a Ray Data job (e.g. a new scorer)."""
+    from cluster.runner import ensure_ray
+    from pipelines.reprocess import reprocess as run
+
+    settings = load_settings()
+    ensure_ray(settings)
+    summary = run(settings, output, scorer=scorer, scorer_modules=scorer_module, owner=owner, actors=actors)
+    typer.echo(f"{summary.trajectories} trajectories in {summary.groups} groups → {summary.templates_by_owner}")
+    for path in summary.outputs:
+        typer.echo(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -5,12 +5,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from cluster.capture import CaptureService
+from cluster.embedding import build_embedder
+from cluster.experience.service import ExperienceService, build_experience_service
+from cluster.memory.factory import build_memory_service
+from cluster.memory.service import MemoryService
 from cluster.metrics import Metrics
 from cluster.settings import Settings
 from cluster.stores.db import Database
 from cluster.stores.migrate import upgrade
+from cluster.stores.milvus import connect
 from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
 
 logger = logging.getLogger(__name__)
@@ -21,11 +27,25 @@ class Services:
     settings: Settings
     db: Database
     capture: CaptureService
+    experience: ExperienceService
+    memory: MemoryService
+    milvus: Any
     metrics: Metrics = field(default_factory=Metrics)
 
     def health(self) -> dict[str, bool]:
         """Readiness of every store this process depends on."""
-        return {"sql": self.db.ping()}
+        return {"sql": self.db.ping(), "milvus": self._milvus_ok()}
+
+    def _milvus_ok(self) -> bool:
+        try:
+            self.milvus.list_collections()
+        except Exception:
+            return False
+        return True
+
+    def refresh_cache_metrics(self) -> None:
+        self.metrics.cache_hits.set(self.memory.cache.hits)
+        self.metrics.cache_misses.set(self.memory.cache.misses)
 
     def refresh_queue_metrics(self) -> None:
         with self.db.transaction() as session:
@@ -38,6 +58,7 @@ class Services:
         self.metrics.queue_lag.set((datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0)
 
     def close(self) -> None:
+        self.milvus.close()
         self.db.dispose()
 
 
@@ -54,6 +75,17 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     if migrate:
         upgrade(url)
     db = Database(url)
-    services = Services(settings=settings, db=db, capture=CaptureService(db, limits_of(settings)))
+    # One embedder and one Milvus client per process, shared by both libraries.
+    embedder = build_embedder(settings.embedding)
+    milvus = connect(settings)
+    services = Services(
+        settings=settings,
+        db=db,
+        capture=CaptureService(db, limits_of(settings)),
+        experience=build_experience_service(settings, db, embedder=embedder, client=milvus),
+        memory=build_memory_service(settings, database=db, embedder=embedder, milvus=milvus),
+        milvus=milvus,
+    )
     services.metrics.on_scrape(services.refresh_queue_metrics)
+    services.metrics.on_scrape(services.refresh_cache_metrics)
     return services

@@ -11,17 +11,30 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated, ParamSpec, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, ValidationError
+from pydantic import Field, JsonValue, ValidationError
 
 from cluster.auth import OwnerResolver
 from cluster.core.api import FinalizeResult, RecordResult
 from cluster.core.errors import HindsightError
+from cluster.core.memory import (
+    MemoryForget,
+    MemoryForgetResult,
+    MemoryQuery,
+    MemoryQueryResult,
+    MemoryScope,
+    MemoryUpdate,
+    MemoryWrite,
+    MemoryWriteResult,
+    Ttl,
+)
 from cluster.core.trajectory import NodeIn, Outcome, ResultStatus, TrajectoryHeader
+from cluster.experience.models import ExperienceQueryResult, OutcomeReport
 from cluster.services import Services
 
 P = ParamSpec("P")
@@ -138,5 +151,134 @@ def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
             trajectory_id=trajectory_id, status=trajectory.status, outcome=outcome, queued_for_analysis=True
         )
 
-    _ = (record_trajectory_node, finalize_trajectory)
+    @server.tool()
+    @timed("query_experience")
+    async def query_experience(
+        context: Annotated[str, Field(description="Your situation: task, goal, what you see, tools in view.")],
+        ctx: Context,
+        role: Annotated[str, Field(description="Your role; only its experiences are served.")] = "agent",
+        task_type: Annotated[str | None, Field(description="Restrict to this task type.")] = None,
+        top_k: Annotated[int | None, Field(ge=1, le=8, description="How many (default 5, at most 8).")] = None,
+        min_confidence: Annotated[float | None, Field(ge=0, le=1, description="Default 0.7.")] = None,
+        include_other_roles: Annotated[bool, Field(description="Also serve other roles' experiences.")] = False,
+    ) -> ExperienceQueryResult:
+        """Experiences learned from earlier tasks that match your situation, best first, each with its
+        condition, the action to prefer and the one to avoid. Put prompt_block into your system prompt
+        before the tool descriptions, and pass the template ids to finalize_trajectory."""
+        owner = owner_of(ctx)
+        start = time.perf_counter()
+        result = await _call(
+            services.experience.query_experience,
+            owner,
+            context,
+            role,
+            task_type,
+            top_k,
+            min_confidence,
+            include_other_roles,
+        )
+        metrics.retrieval_latency.labels("experience").observe(time.perf_counter() - start)
+        metrics.experience_queries.labels("hit" if result.templates else "miss").inc()
+        return result
+
+    @server.tool()
+    @timed("report_experience_outcome")
+    async def report_experience_outcome(
+        template_ids: Annotated[list[uuid.UUID], Field(min_length=1, max_length=8)],
+        succeeded: Annotated[bool, Field(description="Did the task succeed after applying them?")],
+        ctx: Context,
+        trajectory_id: Annotated[
+            uuid.UUID | None, Field(description="The task's trajectory: a repeated report then counts once.")
+        ] = None,
+    ) -> OutcomeReport:
+        """Tell hindsight whether experiences you were served helped: confidence rises on success and
+        falls on failure. finalize_trajectory with served_template_ids does this for you."""
+        owner = owner_of(ctx)
+        return await _call(services.experience.report_outcome, owner, template_ids, succeeded, trajectory_id)
+
+    @server.tool()
+    @timed("memory_write")
+    async def memory_write(
+        key: Annotated[str, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")],
+        value: Annotated[str | dict[str, JsonValue], Field(description="Text, or a JSON object for state.")],
+        ctx: Context,
+        scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
+        ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
+        metadata: dict[str, JsonValue] | None = None,
+        entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
+        source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
+    ) -> MemoryWriteResult:
+        """Remember something across sessions. Writing an existing key makes a new version and hides
+        the old one from queries."""
+        owner = owner_of(ctx)
+        with _tool_errors():
+            request = MemoryWrite(
+                key=key,
+                value=value,
+                scope=scope or MemoryScope(),
+                ttl=ttl or Ttl(),
+                metadata=metadata or {},
+                entity=entity,
+                source_ids=tuple(source_ids or ()),
+            )
+        result = await _call(services.memory.apply_write, owner, request)
+        metrics.memory_writes.inc()
+        return result
+
+    @server.tool()
+    @timed("memory_query")
+    async def memory_query(
+        query: Annotated[str, Field(description="What you want to recall, in words.")],
+        ctx: Context,
+        entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
+        scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
+        top_k: Annotated[int, Field(ge=1, le=100)] = 5,
+        include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
+        as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
+    ) -> MemoryQueryResult:
+        """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
+        Each hit says why it matched."""
+        owner = owner_of(ctx)
+        with _tool_errors():
+            request = MemoryQuery(
+                query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
+            )
+        start = time.perf_counter()
+        result = await _call(services.memory.run_query, owner, request)
+        metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
+        return result
+
+    @server.tool()
+    @timed("memory_update")
+    async def memory_update(
+        memory_id: uuid.UUID,
+        value: str | dict[str, JsonValue],
+        ctx: Context,
+        metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
+    ) -> MemoryWriteResult:
+        """Change a memory's value: makes a new version with the same key, scope and lifetime."""
+        owner = owner_of(ctx)
+        with _tool_errors():
+            request = MemoryUpdate(memory_id=memory_id, value=value, metadata=metadata)
+        result = await _call(services.memory.apply_update, owner, request)
+        metrics.memory_writes.inc()
+        return result
+
+    @server.tool()
+    @timed("memory_forget")
+    async def memory_forget(memory_id: uuid.UUID, ctx: Context) -> MemoryForgetResult:
+        """Delete a memory and all its versions, everywhere."""
+        owner = owner_of(ctx)
+        return await _call(services.memory.apply_forget, owner, MemoryForget(memory_id=memory_id))
+
+    _ = (
+        record_trajectory_node,
+        finalize_trajectory,
+        query_experience,
+        report_experience_outcome,
+        memory_write,
+        memory_query,
+        memory_update,
+        memory_forget,
+    )
     return server

@@ -255,6 +255,20 @@ class SqlTrajectoryStore:
             query = query.where(TrajectoryRow.task_type == task_type)
         return list(self._session.scalars(query.order_by(TrajectoryRow.finalized_at.desc()).limit(limit)))
 
+    def finalized_groups(self, owner: str | None = None) -> dict[tuple[str, str, str | None], list[uuid.UUID]]:
+        """Finalized trajectory ids by (owner, role, task_type), oldest first: what one batch job contrasts."""
+        query = (
+            select(TrajectoryRow.owner, TrajectoryRow.role, TrajectoryRow.task_type, TrajectoryRow.trajectory_id)
+            .where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
+            .order_by(TrajectoryRow.finalized_at)
+        )
+        if owner is not None:
+            query = query.where(TrajectoryRow.owner == owner)
+        groups: dict[tuple[str, str, str | None], list[uuid.UUID]] = {}
+        for row_owner, role, task_type, trajectory_id in self._session.execute(query):
+            groups.setdefault((row_owner, role, task_type), []).append(trajectory_id)
+        return groups
+
     def _row(self, owner: str, trajectory_id: uuid.UUID, *, lock: bool, missing_ok: bool = False) -> TrajectoryRow:
         query = select(TrajectoryRow).where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id == trajectory_id)
         if lock:

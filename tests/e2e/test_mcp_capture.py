@@ -20,11 +20,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def services(tmp_path: Path) -> Iterator[Services]:
     svc = build_services(Settings(data_dir=tmp_path, max_context_bytes=512))
     yield svc

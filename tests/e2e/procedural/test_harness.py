@@ -12,7 +12,15 @@ from mcp import Client
 from rich.console import Console
 from sqlalchemy import text
 
-from bench.procedural.harness import ALL, BenchConfig, BenchResults, Condition, check_targets, run_bench, seed_for
+from bench.procedural.harness import (
+    ALL,
+    BenchConfig,
+    BenchResults,
+    check_targets,
+    in_process_clients,
+    run_bench,
+    seed_for,
+)
 from bench.procedural.report import print_report, write_json
 from cluster.services import Services
 
@@ -29,16 +37,13 @@ TINY = BenchConfig(
 
 
 @pytest.fixture
-async def results(client_for: ClientFor, services: Services) -> BenchResults:
+async def results(services: Services) -> BenchResults:
     waits: list[int] = []
 
     async def wait_for_analysis() -> None:
         waits.append(1)
 
-    def factory(condition: Condition) -> AbstractAsyncContextManager[Client]:
-        return client_for(f"bench-{condition}")
-
-    out = await run_bench(factory, wait_for_analysis, TINY)
+    out = await run_bench(in_process_clients(services), wait_for_analysis, TINY)
     assert len(waits) == TINY.rounds
     return out
 

@@ -1,0 +1,126 @@
+"""Off-path attribution: claim finalized trajectories from the SQL queue, attribute, learn templates.
+
+The SQL store is the queue of record. A claim is a lease: a worker that dies before marking its
+batch analysed leaves the lease to expire, and another worker claims the batch again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from actors.engine import attribute_batch
+from cluster.core.experience import ExperienceTemplate
+from cluster.core.trajectory import ResultStatus, Trajectory
+from cluster.stores.db import Database
+from cluster.stores.trajectories import SqlTrajectoryStore
+
+if TYPE_CHECKING:
+    from cluster.services import Services
+
+logger = logging.getLogger(__name__)
+
+
+class ExperienceLearner(Protocol):
+    """What analysis needs from the experience library."""
+
+    def learn(
+        self, owner: str, templates: Sequence[ExperienceTemplate], analysed: Sequence[uuid.UUID] = ()
+    ) -> object: ...
+
+    def report_outcome(
+        self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None
+    ) -> object: ...
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    trajectories: int
+    templates: int
+
+
+class AnalysisService:
+    """Runs one attribution batch at a time; every Ray worker owns one."""
+
+    def __init__(
+        self,
+        db: Database,
+        experience: ExperienceLearner,
+        *,
+        batch_size: int = 10,
+        history_limit: int = 200,
+        lease: timedelta = timedelta(minutes=5),
+        scorer: str = "default",
+    ) -> None:
+        self.db = db
+        self.experience = experience
+        self.batch_size = batch_size
+        self.history_limit = history_limit
+        self.lease = lease
+        self.scorer = scorer
+
+    def run_once(self) -> BatchReport:
+        """Claim, attribute and learn from one batch; an empty queue returns zero counts."""
+        with self.db.transaction() as session:
+            claimed = SqlTrajectoryStore(session).claim_pending(self.batch_size, self.lease)
+        if not claimed:
+            return BatchReport(0, 0)
+        by_owner: dict[str, list[uuid.UUID]] = defaultdict(list)
+        for owner, trajectory_id in claimed:
+            by_owner[owner].append(trajectory_id)
+        learned = 0
+        for owner, ids in by_owner.items():
+            # Contrast only within one owner's evidence: owners never see each other's runs.
+            learned += self._analyse(owner, ids)
+        return BatchReport(len(claimed), learned)
+
+    def _analyse(self, owner: str, ids: list[uuid.UUID]) -> int:
+        with self.db.transaction() as session:
+            store = SqlTrajectoryStore(session)
+            batch = store.load_many(owner, ids)
+            history = self._history(store, owner, batch)
+        results = attribute_batch(batch, history, scorer=self.scorer)
+        templates = [t for result in results for t in result.templates]
+        # Learning and marking the batch analysed commit together, so a retried batch never
+        # counts its evidence twice.
+        self.experience.learn(owner, templates, analysed=ids)
+        for trajectory in batch:
+            self._feedback(owner, trajectory)
+        logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))
+        return len(templates)
+
+    def _history(self, store: SqlTrajectoryStore, owner: str, batch: Sequence[Trajectory]) -> list[Trajectory]:
+        if self.history_limit == 0:
+            return []
+        current = {t.trajectory_id for t in batch}
+        kinds = {(t.header.role, t.header.task_type) for t in batch}
+        ids: list[uuid.UUID] = []
+        for role, task_type in sorted(kinds, key=str):
+            ids.extend(i for i in store.history(owner, role, task_type, self.history_limit) if i not in current)
+        return store.load_many(owner, ids)
+
+    def _feedback(self, owner: str, trajectory: Trajectory) -> None:
+        outcome = trajectory.outcome
+        if outcome is None or not outcome.served_template_ids or outcome.status is ResultStatus.PARTIAL:
+            return
+        self.experience.report_outcome(
+            owner,
+            outcome.served_template_ids,
+            outcome.status is ResultStatus.SUCCESS,
+            trajectory.trajectory_id,
+        )
+
+
+def analysis_for(services: Services, *, batch_size: int | None = None, history_limit: int = 200) -> AnalysisService:
+    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``."""
+    return AnalysisService(
+        services.db,
+        services.experience,
+        batch_size=batch_size or services.settings.analysis_batch_size,
+        history_limit=history_limit,
+    )

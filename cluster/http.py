@@ -1,0 +1,81 @@
+"""The HTTP face of the service: MCP over Streamable HTTP at ``/mcp/``, ``/health`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cluster.auth import OwnerResolver
+from cluster.core.errors import Unauthorized
+from cluster.services import Services
+from cluster.tools import build_server
+
+logger = logging.getLogger(__name__)
+
+
+class BearerAuth:
+    """Rejects MCP requests without a valid bearer token before any tool runs (401, JSON detail)."""
+
+    def __init__(self, app: ASGIApp, owners: OwnerResolver) -> None:
+        self.app = app
+        self.owners = owners
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.owners.development_mode:
+            try:
+                self.owners.owner_for(Request(scope))
+            except Unauthorized as exc:
+                response = JSONResponse(
+                    {"error": "unauthorized", "detail": str(exc)},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_http_app(services: Services, owners: OwnerResolver) -> FastAPI:
+    """A FastAPI app hosting the MCP endpoint; its lifespan runs the MCP session manager."""
+    server = build_server(services, owners)
+    # Stateless JSON responses: any replica can answer any request, so replicas scale freely.
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        # Behind Ray Serve's proxy the Host header is whatever the client dialled; owners are
+        # authenticated by bearer token, not by origin.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    app = FastAPI(title="hindsight", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        """200 when every store answers, 503 otherwise."""
+        checks = await anyio.to_thread.run_sync(services.health)
+        status = 200 if all(checks.values()) else 503
+        return JSONResponse({"status": "ok" if status == 200 else "unavailable", "checks": checks}, status)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        body = await anyio.to_thread.run_sync(services.metrics.render)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    app.mount("/mcp", BearerAuth(mcp_app, owners))
+    if owners.development_mode:
+        logger.warning("no auth tokens configured: development mode, every caller is owner %r", owners.local_owner)
+    return app

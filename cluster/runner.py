@@ -1,0 +1,87 @@
+"""Start and stop the whole service on Ray: the Serve app with the MCP endpoint and the attribution pool.
+
+Used by ``hindsight serve``, the demo, benchmarks and the end-to-end tests, so they all run the same
+thing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray import serve
+
+from actors.pool import start_pool, stop_pool
+from cluster.serve_app import build_app
+from cluster.serve_config import ServeConfig
+from cluster.settings import Settings
+from cluster.stores.migrate import upgrade
+from cluster.stores.milvus import MilvusLiteServer, is_lite_target
+
+logger = logging.getLogger(__name__)
+
+APP_NAME = "hindsight"
+
+
+def ensure_ray(settings: Settings, num_cpus: int | None = None) -> None:
+    """Join the configured cluster, or start a local Ray instance once per process."""
+    if ray.is_initialized():
+        return
+    if settings.ray_address:
+        ray.init(address=settings.ray_address, include_dashboard=False)
+        return
+    # Unix socket paths are limited to ~100 bytes: keep Ray's session directory short.
+    temp_dir = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=os.path.join(temp_dir, "ray"))
+
+
+@dataclass
+class RunningService:
+    settings: Settings
+    config: ServeConfig
+    url: str
+    workers: list[Any] = field(default_factory=list)
+    milvus_server: MilvusLiteServer | None = None
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp/"
+
+    def start_workers(self) -> None:
+        if not self.workers:
+            self.workers = start_pool(self.settings, self.config.attribution)
+
+    def stop_workers(self) -> None:
+        stop_pool(self.workers)
+        self.workers = []
+
+    def stop(self) -> None:
+        """Stop the pool and the Serve app; Ray itself stays up for whoever started it."""
+        self.stop_workers()
+        serve.delete(APP_NAME)
+        if self.milvus_server is not None:
+            self.milvus_server.stop()
+
+
+def start_service(settings: Settings, config: ServeConfig) -> RunningService:
+    """Migrate the SQL store, deploy the MCP app and start the attribution workers."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.sql_url())
+    milvus_server = None
+    if is_lite_target(settings.milvus_target()):
+        # This process owns the Lite file and serves it; replicas and workers connect by URI.
+        milvus_server = MilvusLiteServer(settings.milvus_target())
+        settings = settings.model_copy(update={"milvus_uri": milvus_server.start()})
+    ensure_ray(settings)
+    serve.start(http_options={"host": config.http.host, "port": config.http.port})
+    serve.run(build_app(settings, config.ingress), name=APP_NAME, route_prefix="/")
+    running = RunningService(
+        settings, config, f"http://{config.http.host}:{config.http.port}", milvus_server=milvus_server
+    )
+    running.start_workers()
+    logger.info("hindsight is serving MCP at %s", running.mcp_url)
+    return running

@@ -1,0 +1,45 @@
+"""Deployment knobs read from ``deploy/*.yaml``: replicas, workers and batch sizes, never hard-coded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HttpConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+
+
+class IngressConfig(_Section):
+    num_replicas: int = Field(default=1, ge=1)
+    max_ongoing_requests: int = Field(default=200, ge=1)
+    num_cpus: float = Field(default=0.5, ge=0)
+
+
+class AttributionConfig(_Section):
+    workers: int = Field(default=1, ge=0, description="Ray actors running attribution; 0 disables analysis.")
+    batch_size: int | None = Field(default=None, ge=1, description="Default: the analysis_batch_size setting.")
+    poll_interval_s: float = Field(default=0.1, gt=0, le=60)
+    history_limit: int = Field(default=200, ge=0, description="Stored trajectories contrasted with each batch.")
+    num_cpus: float = Field(default=0.5, ge=0)
+
+
+class ServeConfig(_Section):
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    ingress: IngressConfig = Field(default_factory=IngressConfig)
+    attribution: AttributionConfig = Field(default_factory=AttributionConfig)
+
+
+def load_serve_config(path: Path | None) -> ServeConfig:
+    """The file's settings over the defaults; no file means all defaults."""
+    if path is None:
+        return ServeConfig()
+    data = yaml.safe_load(path.read_text()) or {}
+    return ServeConfig.model_validate(data)

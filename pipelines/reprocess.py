@@ -1,0 +1,126 @@
+"""Ray Data job: re-run attribution over every stored trajectory, e.g. with a new scorer.
+
+Trajectories are grouped by (owner, role, task type) — the evidence one attribution batch may
+contrast — and each group is attributed by a pool of actors running the same
+:func:`actors.engine.attribute_batch` the live service uses. The templates found are written as an
+experience library file per owner (the JSON Lines export format), to compare or import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import ray.data
+
+from actors.engine import attribute_batch
+from cluster.settings import Settings
+from cluster.stores.db import Database
+from cluster.stores.trajectories import SqlTrajectoryStore
+
+logger = logging.getLogger(__name__)
+
+
+class AttributeGroups:
+    """Ray Data UDF: one SQL connection per actor; each row of a batch is one trajectory group."""
+
+    def __init__(self, database_url: str, scorer: str, scorer_modules: list[str]) -> None:
+        # A user's scorer registers itself on import; each actor process imports it anew.
+        for module in scorer_modules:
+            importlib.import_module(module)
+        self._db = Database(database_url)
+        self._scorer = scorer
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        owners: list[str] = []
+        trajectories: list[int] = []
+        templates: list[str] = []
+        for owner, ids_json in zip(batch["owner"], batch["trajectory_ids"], strict=True):
+            ids = [uuid.UUID(i) for i in json.loads(ids_json)]
+            with self._db.transaction() as session:
+                group = SqlTrajectoryStore(session).load_many(str(owner), ids)
+            results = attribute_batch(group, scorer=self._scorer)
+            found = [t.model_dump(mode="json") for r in results for t in r.templates]
+            owners.append(str(owner))
+            trajectories.append(len(group))
+            templates.append(json.dumps(found))
+        return {
+            "owner": np.array(owners, dtype=object),
+            "trajectories": np.array(trajectories),
+            "templates": np.array(templates, dtype=object),
+        }
+
+
+@dataclass(frozen=True)
+class ReprocessSummary:
+    groups: int
+    trajectories: int
+    templates_by_owner: dict[str, int]
+    outputs: list[Path]
+
+
+def reprocess(
+    settings: Settings,
+    output_dir: Path,
+    *,
+    scorer: str = "default",
+    scorer_modules: list[str] | None = None,
+    owner: str | None = None,
+    group_size: int = 200,
+    actors: int = 2,
+) -> ReprocessSummary:
+    """Attribute every finalized trajectory again and write one library file per owner.
+
+    Args:
+        settings: where the trajectories are (``database_url``).
+        output_dir: receives ``<owner>.jsonl`` files.
+        scorer: a registered scorer name (see :func:`actors.engine.register_scorer`).
+        scorer_modules: modules to import in every actor first, where user scorers register.
+        owner: restrict to one owner; default all.
+        group_size: the most trajectories contrasted in one batch.
+        actors: size of the Ray Data actor pool.
+    """
+    db = Database(settings.sql_url())
+    with db.transaction() as session:
+        groups = SqlTrajectoryStore(session).finalized_groups(owner)
+    db.dispose()
+    rows: list[dict[str, Any]] = []
+    for (group_owner, _role, _task_type), ids in groups.items():
+        for start in range(0, len(ids), group_size):
+            chunk = [str(i) for i in ids[start : start + group_size]]
+            rows.append({"owner": group_owner, "trajectory_ids": json.dumps(chunk)})
+    if not rows:
+        return ReprocessSummary(0, 0, {}, [])
+    dataset = ray.data.from_items(rows).map_batches(
+        AttributeGroups,
+        fn_constructor_kwargs={
+            "database_url": settings.sql_url(),
+            "scorer": scorer,
+            "scorer_modules": list(scorer_modules or []),
+        },
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=max(1, min(actors, len(rows)))),
+    )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    per_owner: dict[str, list[dict[str, Any]]] = {}
+    total = 0
+    for row in dataset.iter_rows():
+        total += int(row["trajectories"])
+        per_owner.setdefault(str(row["owner"]), []).extend(json.loads(row["templates"]))
+    outputs = []
+    for name, found in sorted(per_owner.items()):
+        path = output_dir / f"{name}.jsonl"
+        header = {"format": "hindsight-experience-library", "version": 1, "scorer": scorer, "owner": name}
+        path.write_text("\n".join(json.dumps(x) for x in [header, *found]) + "\n")
+        outputs.append(path)
+    counts = Counter({name: len(found) for name, found in per_owner.items()})
+    logger.info("reprocessed %d trajectories in %d groups with scorer %s", total, len(rows), scorer)
+    return ReprocessSummary(len(rows), total, dict(counts), outputs)

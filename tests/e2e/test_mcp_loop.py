@@ -1,0 +1,91 @@
+"""The whole loop in one process: official MCP client → tools → SQL queue → attribution → Milvus Lite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from cluster.analysis import analysis_for
+from cluster.auth import OwnerResolver
+from cluster.services import Services, build_services
+from cluster.settings import Settings
+from cluster.tools import build_server
+from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons
+
+pytestmark = [pytest.mark.anyio, pytest.mark.milvus]
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    svc = build_services(Settings(data_dir=tmp_path))
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+async def client(services: Services) -> AsyncIterator[Client]:
+    async with Client(build_server(services, OwnerResolver({}, "local"))) as c:
+        yield c
+
+
+async def test_an_empty_library_serves_nothing(client: Client) -> None:
+    served = await query(client)
+    assert served == {"templates": [], "prompt_block": ""}
+
+
+async def test_finalized_trajectories_become_served_experience(client: Client, services: Services) -> None:
+    await record_lessons(client)
+    analysis = analysis_for(services)
+    report = analysis.run_once()
+    assert report.trajectories == 6
+    assert report.templates >= 1
+    assert analysis.run_once().trajectories == 0
+    await check_served_and_feedback(client)
+
+
+async def test_experience_is_role_tagged(client: Client, services: Services) -> None:
+    await record_lessons(client)
+    analysis_for(services).run_once()
+    planner = await query(client, role="planner", min_confidence=0.0)
+    assert planner["templates"] == []
+    everyone = await query(client, role="planner", min_confidence=0.0, include_other_roles=True)
+    assert everyone["templates"]
+
+
+async def test_memory_tools_write_query_update_forget(client: Client) -> None:
+    written = await call(client, "memory_write", {"key": "timezone", "value": "User lives in Lisbon (UTC+0)"})
+    hits = (await call(client, "memory_query", {"query": "where does the user live"}))["hits"]
+    assert hits[0]["memory"]["memory_id"] == written["memory_id"]
+    updated = await call(client, "memory_update", {"memory_id": written["memory_id"], "value": "Moved to Tokyo"})
+    assert updated["superseded_id"] == written["memory_id"]
+    current = (await call(client, "memory_query", {"query": "where does the user live"}))["hits"]
+    assert [h["memory"]["value"] for h in current] == ["Moved to Tokyo"]
+    await call(client, "memory_forget", {"memory_id": updated["memory_id"]})
+    assert (await call(client, "memory_query", {"query": "where does the user live"}))["hits"] == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("query_experience", {"context": ""}, "context must not be empty"),
+        ("query_experience", {"context": "x", "top_k": 9}, "top_k"),
+        ("report_experience_outcome", {"template_ids": ["not-a-uuid"], "succeeded": True}, "template_ids"),
+        (
+            "report_experience_outcome",
+            {"template_ids": ["00000000-0000-0000-0000-000000000001"], "succeeded": True},
+            "NotFound",
+        ),
+        ("memory_write", {"key": "k"}, "value"),
+        ("memory_forget", {"memory_id": "00000000-0000-0000-0000-000000000001"}, "NotFound"),
+        ("finalize_trajectory", {"trajectory_id": "00000000-0000-0000-0000-000000000001", "outcome": "won"}, "outcome"),
+    ],
+)
+async def test_bad_calls_say_what_was_wrong(
+    client: Client, tool: str, arguments: dict[str, object], message: str
+) -> None:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    assert message in result.content[0].text, result.content[0].text
