@@ -34,6 +34,7 @@ from bench.procedural.recording import ToolClient
 from bench.procedural.replay import ReplayMemory
 from cluster.core.ports import Embedder
 from cluster.core.trajectory import Frozen
+from cluster.services import Services
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +211,19 @@ def _templates(policy: Policy | None) -> tuple[LearnedTemplate, ...]:
     return tuple(sorted(out, key=lambda t: (t.task_type or "", t.role, -t.confidence, t.template_id)))
 
 
+def in_process_clients(services: Services) -> ClientFactory:
+    """A client factory for an in-process server, one owner (``bench-<condition>``) per condition."""
+    from mcp import Client
+
+    from cluster.auth import OwnerResolver
+    from cluster.tools import build_server
+
+    def factory(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
+        return Client(build_server(services, OwnerResolver({}, f"bench-{condition}")))
+
+    return factory
+
+
 def default_embedder() -> Embedder:
     """The offline ONNX MiniLM embedder the service uses by default."""
     from cluster.embedding import build_embedder
@@ -240,6 +254,15 @@ async def run_bench(
 
     Raises:
         ToolCallFailed: Recording or finalizing a trajectory failed.
+
+    Example:
+        In process, one owner per condition, printing the table and saving JSON::
+
+            results = await run_bench(in_process_clients(services), drain_analysis_queue, BenchConfig())
+            print_report(results)
+            write_json(results, Path("procedural.json"))
+
+        Over HTTP, return ``mcp.Client`` on a transport that carries that condition's bearer token.
     """
     config = config or BenchConfig()
     unknown = set(config.families) - set(FAMILIES)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
-from mcp import Client
 from rich.console import Console
 from sqlalchemy import text
 
@@ -22,11 +21,9 @@ from bench.procedural.harness import (
     seed_for,
 )
 from bench.procedural.report import print_report, write_json
-from cluster.services import Services
+from cluster.services import Services, build_services
+from cluster.settings import Settings
 
-pytestmark = pytest.mark.anyio
-
-ClientFor = Callable[[str], AbstractAsyncContextManager[Client]]
 TINY = BenchConfig(
     families=("product_import", "data_sync"),
     conditions=("none", "replay", "hindsight"),
@@ -36,19 +33,30 @@ TINY = BenchConfig(
 )
 
 
-@pytest.fixture
-async def results(services: Services) -> BenchResults:
+@pytest.fixture(scope="module")
+def bench_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    svc = build_services(Settings(data_dir=tmp_path_factory.mktemp("bench")))
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="module")
+def results(bench_services: Services) -> BenchResults:
+    """One tiny run shared by the tests below (it is read-only)."""
     waits: list[int] = []
 
     async def wait_for_analysis() -> None:
         waits.append(1)
 
-    out = await run_bench(in_process_clients(services), wait_for_analysis, TINY)
+    async def run() -> BenchResults:
+        return await run_bench(in_process_clients(bench_services), wait_for_analysis, TINY)
+
+    out = anyio.run(run)
     assert len(waits) == TINY.rounds
     return out
 
 
-async def test_every_condition_round_phase_and_family_is_measured(results: BenchResults) -> None:
+def test_every_condition_round_phase_and_family_is_measured(results: BenchResults) -> None:
     keys = {(c.condition, c.round, c.phase, c.family) for c in results.cells}
     families = (*TINY.families, ALL)
     expected = {
@@ -65,14 +73,14 @@ async def test_every_condition_round_phase_and_family_is_measured(results: Bench
         assert cell.mean_steps >= 2
 
 
-async def test_round_one_is_the_same_for_every_condition(results: BenchResults) -> None:
+def test_round_one_is_the_same_for_every_condition(results: BenchResults) -> None:
     # No memory exists yet, and exploration is seeded by the instance: identical behaviour.
     first = {c.condition: (c.successes, c.mean_steps) for c in results.cells if c.round == 1 and c.family == ALL}
     assert len(set(first.values())) == 1
 
 
-async def test_each_condition_records_under_its_own_owner(results: BenchResults, services: Services) -> None:
-    with services.db.transaction() as session:
+def test_each_condition_records_under_its_own_owner(results: BenchResults, bench_services: Services) -> None:
+    with bench_services.db.transaction() as session:
         owners: dict[str, int] = dict(
             session.execute(text("SELECT owner, count(*) FROM trajectories GROUP BY owner")).all()
         )
@@ -82,7 +90,7 @@ async def test_each_condition_records_under_its_own_owner(results: BenchResults,
     assert all(count == per_condition for count in owners.values())
 
 
-async def test_the_report_prints_and_the_json_round_trips(results: BenchResults, tmp_path: Path) -> None:
+def test_the_report_prints_and_the_json_round_trips(results: BenchResults, tmp_path: Path) -> None:
     buffer = io.StringIO()
     print_report(results, Console(file=buffer, width=160))
     printed = buffer.getvalue()
@@ -100,7 +108,7 @@ def test_instance_seeds_never_repeat_across_rounds_and_phases() -> None:
     assert len(set(seeds)) == len(seeds)
 
 
-async def test_targets_compare_hindsight_with_both_baselines(results: BenchResults) -> None:
+def test_targets_compare_hindsight_with_both_baselines(results: BenchResults) -> None:
     cells = [
         c.model_copy(update={"success_rate": rate, "mean_steps": steps})
         for c in results.cells
