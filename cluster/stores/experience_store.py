@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -26,6 +26,15 @@ from cluster.stores.tables import TrajectoryRow
 def _aware(value: datetime) -> datetime:
     # SQLite hands back naive datetimes; everything we store is UTC.
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _owner_is(owner: str) -> ColumnElement[bool]:
+    """The owner filter for lookups by a list of ids.
+
+    ``owner || ''`` keeps the filter but stops SQLite (which has no statistics here) from scanning
+    the owner's index instead of probing the primary key: 40 ms instead of 0.2 ms at 100k rows.
+    """
+    return ExperienceTemplateRow.owner.concat("") == owner
 
 
 def to_template(row: ExperienceTemplateRow) -> ExperienceTemplate:
@@ -59,7 +68,7 @@ class SqlExperienceStore:
             return {}
         rows = self._session.scalars(
             select(ExperienceTemplateRow).where(
-                ExperienceTemplateRow.owner == owner, ExperienceTemplateRow.template_id.in_(list(template_ids))
+                _owner_is(owner), ExperienceTemplateRow.template_id.in_(list(template_ids))
             )
         )
         return {row.template_id: to_template(row) for row in rows}
@@ -70,7 +79,7 @@ class SqlExperienceStore:
         return set(
             self._session.scalars(
                 select(ExperienceTemplateRow.template_id).where(
-                    ExperienceTemplateRow.owner == owner, ExperienceTemplateRow.template_id.in_(list(template_ids))
+                    _owner_is(owner), ExperienceTemplateRow.template_id.in_(list(template_ids))
                 )
             )
         )

@@ -1,0 +1,76 @@
+"""From stored trajectories to served experience: attribution output learned, served, and fed back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from actors.engine import attribute_batch
+from cluster.core.trajectory import AnalysisStatus, NodeIn, Outcome, Trajectory
+from cluster.experience.service import ExperienceService
+from cluster.stores.db import Database
+from cluster.stores.tables import TrajectoryRow
+from cluster.stores.trajectories import SqlTrajectoryStore
+from tests.unit.engine.builders import bulk_vs_single_runs
+
+pytestmark = pytest.mark.milvus
+
+OWNER = "shop-team"
+
+
+def store_runs(db: Database, owner: str, runs: list[Trajectory]) -> list[uuid.UUID]:
+    with db.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        for run in runs:
+            store.open(owner, run.header)
+            nodes = [NodeIn.model_validate(n.model_dump(exclude={"seq"})) for n in run.nodes]
+            store.append(owner, run.header.trajectory_id, nodes)
+            assert run.outcome is not None
+            store.finalize(owner, run.header.trajectory_id, Outcome(status=run.outcome.status))
+    return [r.header.trajectory_id for r in runs]
+
+
+def analysis_status(db: Database, ids: list[uuid.UUID]) -> set[str]:
+    with db.transaction() as session:
+        return set(session.scalars(select(TrajectoryRow.analysis_status).where(TrajectoryRow.trajectory_id.in_(ids))))
+
+
+def test_learned_templates_are_served_and_their_batch_is_marked_analysed(
+    database: Database, experience: ExperienceService
+) -> None:
+    ids = store_runs(database, OWNER, bulk_vs_single_runs())
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        claimed = store.claim_pending(10)
+        batch = store.load_many(OWNER, [i for _, i in claimed])
+    assert {i for _, i in claimed} == set(ids)
+    templates = [t for result in attribute_batch(batch, []) for t in result.templates]
+    assert templates, "the engine should distil the bulk-import lesson"
+
+    report = experience.learn(OWNER, templates, analysed=ids)
+    assert report.new
+    assert analysis_status(database, ids) == {AnalysisStatus.DONE.value}
+    # A retried batch (same evidence) adds nothing.
+    assert experience.learn(OWNER, templates, analysed=ids).new == ()
+
+    served = experience.query_experience(
+        OWNER, "Import 300 products from the supplier CSV file", role="executor", min_confidence=0.0
+    )
+    assert served.templates
+    assert served.templates[0].template.recommended.tool == "bulk_import"
+    assert "[EXPERIENCE]" in served.prompt_block
+
+    top = served.templates[0].template
+    before = top.confidence
+    experience.report_outcome(OWNER, [top.template_id], succeeded=True, trajectory_id=uuid.uuid4())
+    assert experience.get_template(OWNER, top.template_id).confidence > before
+
+
+def test_learning_for_one_owner_never_marks_another_owners_trajectories(
+    database: Database, experience: ExperienceService
+) -> None:
+    ids = store_runs(database, OWNER, bulk_vs_single_runs()[:1])
+    experience.learn("someone-else", [], analysed=ids)
+    assert analysis_status(database, ids) == {AnalysisStatus.PENDING.value}
