@@ -54,6 +54,17 @@ def test_paraphrases_are_closer_than_unrelated_sentences(embedder: OnnxMiniLMEmb
     assert sim[0, 2] < 0.2  # eating vs carrying a baby
 
 
+# Cosine similarities of the fp32 all-MiniLM-L6-v2 (sentence-transformers pooling), computed offline
+# from the official weights by bench/embedding_reference.py; the int8 export must stay close.
+FP32_REFERENCE = {(0, 1): 0.7553, (3, 4): 0.7369, (5, 6): 0.6433}
+
+
+def test_similarities_match_the_fp32_reference_model(embedder: OnnxMiniLMEmbedder) -> None:
+    v = embedder.embed_array(SENTENCES)
+    for (a, b), expected in FP32_REFERENCE.items():
+        assert float(v[a] @ v[b]) == pytest.approx(expected, abs=0.01)
+
+
 def test_embedding_is_deterministic_and_independent_of_batching(embedder: OnnxMiniLMEmbedder) -> None:
     alone = np.array([embedder.embed([s])[0] for s in SENTENCES])
     together = embedder.embed_array(SENTENCES * 12)  # several padded batches, sorted by length
