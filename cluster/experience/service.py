@@ -194,7 +194,10 @@ class ExperienceService:
                 _, body = store.replace(owner, template, ConfidenceReason.MERGED)
                 written.append((template, body))
             store.mark_analysed(owner, analysed)
-        self._index(owner, written)
+            # Index before the commit: once a trajectory reads as analysed, its lessons are
+            # queryable. Upserts are idempotent, and a vector whose SQL row never commits is
+            # dropped at query time (SQL has the last word).
+            self._index(owner, written)
         if written:
             logger.info(
                 "learned for %s: %d new, %d merged, %d supplementary",

@@ -130,6 +130,8 @@ class MilvusMemoryIndex:
                 filter=" and ".join(clauses),
                 output_fields=[],
                 search_params={"metric_type": "IP", "params": params or {}},
+                # Another process may have written: read every acknowledged write.
+                consistency_level="Strong",
             )
         except Exception as exc:
             raise StoreUnavailable(f"Milvus search failed: {exc}") from exc

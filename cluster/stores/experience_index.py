@@ -190,6 +190,8 @@ class MilvusExperienceIndex:
             anns_field="vector",
             search_params={"metric_type": "IP", "params": params},
             output_fields=["template_id"],
+            # Writers are other processes (attribution workers): read what they have acknowledged.
+            consistency_level="Strong",
         )
         return [Hit(uuid.UUID(str(hit["id"])), float(hit["distance"])) for hit in result[0]]
 

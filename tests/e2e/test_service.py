@@ -1,0 +1,154 @@
+"""The deployed service: `hindsight serve` on Ray Serve over Streamable HTTP, and `hindsight stdio`.
+
+Both are driven by the official MCP client. Ray is shared by the whole session (see conftest).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy import select
+
+from cluster.runner import RunningService, start_service
+from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
+from cluster.settings import Settings
+from cluster.stores.db import Database
+from cluster.stores.tables import TrajectoryRow
+from cluster.stores.trajectories import SqlTrajectoryStore
+from tests.e2e.loop import check_served_and_feedback, query, record_lessons
+
+pytestmark = [pytest.mark.anyio, pytest.mark.ray, pytest.mark.slow]
+
+TOKENS = {"token-alice": "alice", "token-bob": "bob"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def serve_port() -> int:
+    # Serve's HTTP proxy keeps its first port for the life of the Ray instance.
+    return free_port()
+
+
+def config(port: int, workers: int) -> ServeConfig:
+    return ServeConfig(http=HttpConfig(port=port), attribution=AttributionConfig(workers=workers, poll_interval_s=0.05))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, auth_tokens=TOKENS)
+
+
+@pytest.fixture
+def running(ray_session: None, settings: Settings, serve_port: int) -> Iterator[RunningService]:
+    service = start_service(settings, config(serve_port, workers=1))
+    yield service
+    service.stop()
+
+
+@asynccontextmanager
+async def http_client(service: RunningService, token: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with Client(streamable_http_client(service.mcp_url, http_client=http)) as client:
+        yield client
+
+
+async def drained(settings: Settings, timeout: float = 60) -> None:
+    """Wait until the attribution queue is empty."""
+    db = Database(settings.sql_url())
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                with db.transaction() as session:
+                    if SqlTrajectoryStore(session).queue_depth() == 0:
+                        return
+                await anyio.sleep(0.1)
+    finally:
+        db.dispose()
+
+
+async def test_health_and_metrics(running: RunningService) -> None:
+    async with httpx.AsyncClient() as http:
+        health = await http.get(f"{running.url}/health")
+        assert health.status_code == 200
+        assert health.json()["checks"] == {"sql": True, "milvus": True}
+        metrics = (await http.get(f"{running.url}/metrics")).text
+    for name in ("hindsight_tool_calls_total", "hindsight_attribution_queue_depth", "hindsight_memory_cache_hits"):
+        assert name in metrics
+
+
+async def test_a_bad_or_missing_token_is_refused_with_a_reason(running: RunningService) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with httpx.AsyncClient() as http:
+        bad = await http.post(running.mcp_url, json=body, headers={"Authorization": "Bearer nope"})
+        missing = await http.post(running.mcp_url, json=body)
+    assert bad.status_code == 401
+    assert bad.json()["detail"] == "unknown bearer token"
+    assert missing.status_code == 401
+    assert "missing bearer token" in missing.json()["detail"]
+
+
+async def test_agents_learn_over_http_and_owners_stay_apart(running: RunningService, settings: Settings) -> None:
+    async with http_client(running, "token-alice") as alice:
+        await record_lessons(alice)
+        await drained(settings)
+        await check_served_and_feedback(alice)
+    async with http_client(running, "token-bob") as bob:
+        assert (await query(bob, min_confidence=0.0))["templates"] == []
+
+
+async def test_pending_analysis_survives_a_restart_and_runs_once(
+    ray_session: None, settings: Settings, serve_port: int
+) -> None:
+    first = start_service(settings, config(serve_port, workers=0))
+    try:
+        async with http_client(first, "token-alice") as alice:
+            ids = await record_lessons(alice)
+    finally:
+        first.stop()
+    second = start_service(settings, config(serve_port, workers=2))
+    try:
+        await drained(settings)
+        async with http_client(second, "token-alice") as alice:
+            served = await query(alice, min_confidence=0.0)
+    finally:
+        second.stop()
+    db = Database(settings.sql_url())
+    with db.transaction() as session:
+        rows = session.execute(
+            select(TrajectoryRow.analysis_status, TrajectoryRow.analysis_attempts).where(
+                TrajectoryRow.trajectory_id.in_(ids)
+            )
+        ).all()
+    db.dispose()
+    assert sorted(rows) == [("done", 1)] * len(ids)
+    assert served["templates"]
+    # Each run's evidence is counted once even though two workers raced for the batch.
+    support = served["templates"][0]["template"]["support"]
+    assert support["trajectories"] <= len(ids)
+
+
+async def test_stdio_serves_the_same_tools_and_learns(tmp_path: Path) -> None:
+    env = {**os.environ, "HINDSIGHT_DATA_DIR": str(tmp_path), "HINDSIGHT_LOCAL_OWNER": "me"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cluster.cli", "stdio"], env=env)
+    async with Client(params) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert {"record_trajectory_node", "finalize_trajectory", "query_experience", "memory_write"} <= tools
+        await record_lessons(client)
+        await drained(Settings(data_dir=tmp_path))
+        await check_served_and_feedback(client)
