@@ -264,6 +264,11 @@ class RankingPolicy(Frozen):
     dense_weight: float = Field(default=0.4, ge=0)
     lexical_weight: float = Field(default=1.0, ge=0)
     candidates: int = Field(default=100, ge=1, le=5000, description="Candidates each ranking contributes.")
+    common_term_docs: int = Field(
+        default=2000,
+        ge=1,
+        description="A query word in more of the owner's memories than this is too common to rank by lexically.",
+    )
 
 
 def rrf(rank: int | None, k: float, weight: float) -> float:

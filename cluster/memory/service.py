@@ -332,7 +332,15 @@ class MemoryService:
         vector = self.embedder.embed([request.query])[0]
         with self.db.transaction() as session:
             lexical = {
-                h.seq: h.score for h in self.store.lexical(session, owner, request.query, vis, self.ranking.candidates)
+                h.seq: h.score
+                for h in self.store.lexical(
+                    session,
+                    owner,
+                    request.query,
+                    vis,
+                    self.ranking.candidates,
+                    common_term_docs=self.ranking.common_term_docs,
+                )
             }
             dense = self._dense(session, owner, vector, vis)
             ranked = self._fuse(dense, lexical)

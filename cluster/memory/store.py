@@ -7,6 +7,7 @@ leave this module: callers get :class:`StoredMemory` values.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -16,6 +17,7 @@ from pydantic import Field
 from sqlalchemy import (
     ColumnElement,
     Float,
+    Integer,
     and_,
     column,
     delete,
@@ -23,7 +25,6 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
-    table,
     text,
     update,
 )
@@ -41,6 +42,8 @@ from cluster.core.memory import (
 )
 from cluster.core.trajectory import Frozen
 from cluster.stores.memory_tables import FTS_TABLE, PG_TSVECTOR, MemoryLogRow, MemoryRow
+
+_WORD = re.compile(r"\w", re.UNICODE)
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -240,34 +243,75 @@ class SqlMemoryStore:
             out.update(session.scalars(stmt))
         return out
 
-    def lexical(self, session: Session, owner: str, query: str, vis: Visibility, limit: int) -> list[LexicalHit]:
+    def lexical(
+        self,
+        session: Session,
+        owner: str,
+        query: str,
+        vis: Visibility,
+        limit: int,
+        *,
+        common_term_docs: int = 2000,
+    ) -> list[LexicalHit]:
         """Full-text ranking of the visible memories: FTS5 BM25 on SQLite, ``ts_rank`` on Postgres.
 
         The query is reduced to its content words (stopwords dropped) OR-ed together; the index
-        stems both sides, so "painting" finds "painted".
+        stems both sides, so "painting" finds "painted". Words found in more than
+        ``common_term_docs`` of the owner's memories are dropped first: their weight in the ranking
+        is small and ranking every memory that contains them is what makes full-text search slow
+        on a large memory. If nothing is left, the lexical stage has no opinion.
         """
         words = list(dict.fromkeys(terms(query)))
         if not words:
             return []
         if self.dialect == "sqlite":
-            return self._fts5(session, owner, words, vis, limit)
+            words = [w for w in words if self._fts5_docs(session, owner, w, common_term_docs) <= common_term_docs]
+            return self._fts5(session, owner, words, vis, limit) if words else []
         if self.dialect == "postgresql":
-            return self._tsvector(session, owner, words, vis, limit)
+            words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
+            return self._tsvector(session, owner, words, vis, limit) if words else []
         return []
 
+    @staticmethod
+    def _fts5_owner(owner: str) -> str:
+        """The FTS5 clause that starts the search from the owner's documents (exactness comes later)."""
+        if not _WORD.search(owner):
+            return ""
+        return 'owner : "' + owner.replace('"', '""') + '" AND '
+
+    def _fts5_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
+        """How many of the owner's memories hold ``word``, counted up to ``cap + 1``."""
+        match = f'{self._fts5_owner(owner)}{{key text context}} : "{word}"'
+        stmt = text(
+            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match LIMIT :cap)"
+        ).bindparams(match=match, cap=cap + 1)
+        return int(session.execute(stmt).scalar_one())
+
     def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
-        fts = table(FTS_TABLE, column("rowid"))
-        rank = literal_column(f"bm25({FTS_TABLE}, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT})", type_=Float)
-        match = " OR ".join(f'"{w}"' for w in words)
+        terms_clause = " OR ".join(f'"{w}"' for w in words)
+        match = f"{self._fts5_owner(owner)}{{key text context}} : ({terms_clause})"
+        # Rank inside FTS5 first (owner column weight 0), then join the rows and apply the exact
+        # owner, entity, temporal and version filters to the best few hundred.
+        ranked = text(
+            f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
+            f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
+        ).bindparams(match=match, inner=limit * 4)
+        inner = ranked.columns(column("seq", Integer), column("rank", Float)).subquery("ranked")
         stmt = (
-            select(MemoryRow.seq, rank.label("rank"))
-            .select_from(fts.join(MemoryRow, MemoryRow.seq == fts.c.rowid))
-            .where(text(f"{FTS_TABLE} MATCH :match").bindparams(match=match), *self._visible(owner, vis))
-            .order_by(rank)
+            select(MemoryRow.seq, inner.c.rank)
+            .join(inner, MemoryRow.seq == inner.c.seq)
+            .where(*self._visible(owner, vis))
+            .order_by(inner.c.rank)
             .limit(limit)
         )
         # FTS5's bm25() is negative, lower is better; flip it so every score reads "higher is better".
         return [LexicalHit(seq=seq, score=-float(score)) for seq, score in session.execute(stmt)]
+
+    def _pg_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
+        document = literal_column(PG_TSVECTOR, type_=TSVECTOR)
+        query = func.plainto_tsquery(text("'english'::regconfig"), word)
+        inner = select(MemoryRow.seq).where(MemoryRow.owner == owner, document.op("@@")(query)).limit(cap + 1)
+        return int(session.execute(select(func.count()).select_from(inner.subquery())).scalar_one())
 
     def _tsvector(
         self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int

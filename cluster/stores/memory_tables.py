@@ -2,7 +2,7 @@
 
 Text, JSON and metadata each sit in their natural column; vectors live in Milvus, derived from
 these rows (``MemoryRow.seq`` is the Milvus primary key). Full-text search is dialect-specific and
-created by the migration: an FTS5 table over (key, text, context) on SQLite, a GIN index on the
+created by the migration: an FTS5 table over (owner, key, text, context) on SQLite, a GIN index on the
 :data:`PG_TSVECTOR` expression on Postgres.
 """
 

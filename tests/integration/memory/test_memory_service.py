@@ -17,11 +17,14 @@ from cluster.core.memory import (
     MemoryState,
     MemoryUpdate,
     MemoryWrite,
+    RankingPolicy,
     Ttl,
     Turn,
 )
-from cluster.memory import MemoryService, build_memory_service
+from cluster.core.ports import Embedder
+from cluster.memory import MemoryService, MilvusMemoryIndex, build_memory_service
 from cluster.settings import load_settings
+from cluster.stores.db import Database
 from cluster.stores.migrate import upgrade
 from tests.integration.memory.conftest import T0
 
@@ -301,6 +304,21 @@ def test_reindex_rebuilds_vectors_from_sql(memory: MemoryService) -> None:
     hit = memory.query("alice", "beverage in the morning", now=T0).hits[0]
     assert hit.why.dense_rank == 1
     assert len(memory.index.seqs("bob")) == 1
+
+
+def test_words_in_most_of_an_owners_memories_do_not_rank_lexically(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    service = MemoryService(database, embedder, index, ranking=RankingPolicy(common_term_docs=2))
+    writes = [MemoryWrite(key=f"k{i}", value=f"Alice had tea number {i}") for i in range(3)]
+    service.apply_writes("alice", [*writes, MemoryWrite(key="green", value="Alice likes green things")], now=T0)
+    service.apply_writes("bob", [MemoryWrite(key="green", value="Bob had a green tea")], now=T0)
+    hits = service.query("alice", "green tea", top_k=4, now=T0).hits
+    lexical = {h.memory.key for h in hits if h.why.lexical_rank is not None}
+    # "tea" is in three of alice's memories (over the limit of 2); "green" in one.
+    assert lexical == {"green"}
+    # Bob's single "tea" memory is not common for bob.
+    assert service.query("bob", "green tea", now=T0).hits[0].why.lexical_rank == 1
 
 
 def test_bad_input_is_an_error_not_a_string(memory: MemoryService) -> None:

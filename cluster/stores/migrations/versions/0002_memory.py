@@ -88,26 +88,28 @@ def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
         # External-content FTS5 over the memories table, kept in step by triggers. Porter stemming
-        # folds "painting"/"painted" together. Only changes to the indexed columns touch it, so
-        # activity bookkeeping does not rewrite the index.
+        # folds "painting"/"painted" together. The owner is indexed too, so a search can start from
+        # the owner's documents (and is filtered on the exact owner column afterwards). Only changes
+        # to indexed columns touch the index, so activity bookkeeping does not rewrite it.
+        columns = "owner, key, text, context"
+        new = "new.owner, new.key, new.text, new.context"
+        old = "old.owner, old.key, old.text, old.context"
         op.execute(
-            "CREATE VIRTUAL TABLE memories_fts USING fts5("
-            "key, text, context, content='memories', content_rowid='seq', tokenize='porter unicode61')"
+            f"CREATE VIRTUAL TABLE memories_fts USING fts5({columns}, "
+            "content='memories', content_rowid='seq', tokenize='porter unicode61')"
         )
         op.execute(
             "CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN "
-            "INSERT INTO memories_fts(rowid, key, text, context) VALUES (new.seq, new.key, new.text, new.context); END"
+            f"INSERT INTO memories_fts(rowid, {columns}) VALUES (new.seq, {new}); END"
         )
         op.execute(
             "CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN "
-            "INSERT INTO memories_fts(memories_fts, rowid, key, text, context) "
-            "VALUES ('delete', old.seq, old.key, old.text, old.context); END"
+            f"INSERT INTO memories_fts(memories_fts, rowid, {columns}) VALUES ('delete', old.seq, {old}); END"
         )
         op.execute(
-            "CREATE TRIGGER memories_fts_au AFTER UPDATE OF key, text, context ON memories BEGIN "
-            "INSERT INTO memories_fts(memories_fts, rowid, key, text, context) "
-            "VALUES ('delete', old.seq, old.key, old.text, old.context); "
-            "INSERT INTO memories_fts(rowid, key, text, context) VALUES (new.seq, new.key, new.text, new.context); END"
+            f"CREATE TRIGGER memories_fts_au AFTER UPDATE OF {columns} ON memories BEGIN "
+            f"INSERT INTO memories_fts(memories_fts, rowid, {columns}) VALUES ('delete', old.seq, {old}); "
+            f"INSERT INTO memories_fts(rowid, {columns}) VALUES (new.seq, {new}); END"
         )
     elif dialect == "postgresql":
         op.execute(f"CREATE INDEX ix_memories_fulltext ON memories USING gin ({PG_TSVECTOR})")
