@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import threading
 import uuid
 from typing import Any
 
 import pytest
 
+from actors.engine import update_confidence
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.core.experience import EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support, TemplateSource
 from cluster.experience.models import ConfidenceReason, TemplateEdit
@@ -346,3 +349,32 @@ def test_bad_queries_are_invalid_input(experience: ExperienceService, kwargs: di
     args: dict[str, object] = {"owner": OWNER, "context": "import products", "role": "executor", **kwargs}
     with pytest.raises(InvalidInput):
         experience.query_experience(**args)  # type: ignore[arg-type]
+
+
+def test_concurrent_reports_each_count_once_and_chain_in_the_history(experience: ExperienceService) -> None:
+    tid = experience.add_template(OWNER, topic(0, confidence=0.5)).template_id
+    runs = [uuid.uuid4() for _ in range(8)]
+    barrier = threading.Barrier(len(runs))
+    errors: list[BaseException] = []
+
+    def report(run: uuid.UUID) -> None:
+        barrier.wait()
+        try:
+            for _ in range(2):  # each report retried once
+                experience.report_outcome(OWNER, [tid], succeeded=True, trajectory_id=run)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=report, args=(run,)) for run in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    expected = 0.5
+    for _ in runs:
+        expected = update_confidence(expected, succeeded=True)
+    assert experience.get_template(OWNER, tid).confidence == pytest.approx(expected)
+    history = experience.history(OWNER, tid)[1:]
+    assert sorted(h.trajectory_id for h in history if h.trajectory_id) == sorted(runs)
+    assert all(a.after == b.before for a, b in itertools.pairwise(history))
