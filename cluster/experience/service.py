@@ -40,6 +40,7 @@ from cluster.experience.models import (
     TemplateEdit,
     content_hash,
 )
+from cluster.experience.ports import ExperienceIndex
 from cluster.settings import Settings
 from cluster.stores.db import Database
 from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
@@ -70,7 +71,7 @@ class ExperienceService:
 
     Args:
         db: the SQL database (source of truth).
-        index: the Milvus index (derived; rebuilt by :meth:`reindex`).
+        index: the vector index, e.g. ``MilvusExperienceIndex`` (derived; rebuilt by :meth:`reindex`).
         embedder: turns query contexts and template texts into unit vectors.
         top_k: default number of templates a query returns (capped at 8).
         confidence_threshold: default minimum confidence of a served template.
@@ -79,7 +80,7 @@ class ExperienceService:
     def __init__(
         self,
         db: Database,
-        index: MilvusExperienceIndex,
+        index: ExperienceIndex,
         embedder: Embedder,
         *,
         top_k: int = 5,

@@ -89,6 +89,13 @@ class MilvusExperienceIndex:
         self._nprobe = nprobe
         self.timeout = timeout
 
+    def ready(self) -> bool:
+        """For health checks: the server answers and the collection exists."""
+        try:
+            return bool(self.client.has_collection(self.collection, timeout=self.timeout))
+        except Exception:  # any failure means "not ready"; the caller reports it
+            return False
+
     def ensure_collection(self) -> None:
         """Create and load the collection if it does not exist (idempotent)."""
         try:

@@ -10,13 +10,14 @@ import uuid
 from typing import Any
 
 import pytest
+from pymilvus import MilvusClient
 
 from actors.engine import update_confidence
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.core.experience import EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support, TemplateSource
 from cluster.experience.models import ConfidenceReason, TemplateEdit
 from cluster.experience.service import IMPORT_NAMESPACE, ExperienceService
-from cluster.stores.experience_index import IndexRow
+from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
 
 from .factories import template
 
@@ -378,3 +379,12 @@ def test_concurrent_reports_each_count_once_and_chain_in_the_history(experience:
     history = experience.history(OWNER, tid)[1:]
     assert sorted(h.trajectory_id for h in history if h.trajectory_id) == sorted(runs)
     assert all(a.after == b.before for a, b in itertools.pairwise(history))
+
+
+def test_the_index_reports_readiness_for_health_checks(milvus: MilvusClient) -> None:
+    index = MilvusExperienceIndex(milvus, collection="readiness")
+    assert not index.ready()
+    index.ensure_collection()
+    assert index.ready()
+    index.drop()
+    assert not index.ready()
