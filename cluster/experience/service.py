@@ -150,6 +150,8 @@ class ExperienceService:
                 continue
             if not include_other_roles and template.role != role:
                 continue
+            if task_type is not None and template.task_type not in (task_type, None):
+                continue
             scored.append(ScoredTemplate(template=template, relevance=round(hit.score, 6)))
             if len(scored) == k:
                 break
