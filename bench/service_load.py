@@ -1,0 +1,222 @@
+"""Load benchmark of the deployed service: concurrent simulated agents recording over MCP/HTTP.
+
+Starts `hindsight serve` (Ray Serve + attribution pool) on a fresh embedded data directory and
+measures, for 8, 32 and 128 concurrent agents:
+  * single-node `record_trajectory_node` calls: calls/s and p50/p99 latency;
+  * batched `record_trajectory_nodes` (50 nodes a call): nodes/s;
+  * finalize → experience queryable lag (p50/p95), polling `query_experience`.
+Baseline in the same run: `GET /health` at the same concurrency, the transport ceiling of this
+machine (Serve proxy + replica + client, no MCP, no store).
+
+    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--config deploy/serve.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import ray
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from cluster.runner import RunningService, start_service
+from cluster.serve_config import load_serve_config
+from cluster.settings import Settings
+
+TOKEN = "bench-token"
+
+
+def node(parent: str | None, row_count: int, action: str, ok: bool) -> dict[str, Any]:
+    return {
+        "node_id": str(uuid.uuid4()),
+        "parent_id": parent,
+        "context_snapshot": {"goal": "import products", "row_count": row_count},
+        "available_actions": ["add_item", "bulk_import"],
+        "chosen_action": action,
+        "action_params": {"file": "/data/in.csv"} if action == "bulk_import" else {"sku": "A-1"},
+        "execution_result": {"status": "success" if ok else "failure"},
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+async def connect(url: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+    client = Client(streamable_http_client(url, http_client=http))
+    await client.__aenter__()
+    return client
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    if result.is_error:
+        raise RuntimeError(f"{tool}: {result.content}")
+    return result.structured_content or {}
+
+
+async def run_agents(n: int, work: Callable[[int], Awaitable[list[float]]]) -> tuple[float, list[float]]:
+    start = time.perf_counter()
+    latencies = [x for chunk in await asyncio.gather(*(work(i) for i in range(n))) for x in chunk]
+    return time.perf_counter() - start, latencies
+
+
+async def health_ceiling(url: str, agents: int, calls: int) -> float:
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=agents)) as http:
+
+        async def agent(_: int) -> list[float]:
+            out = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                (await http.get(f"{url}/health")).raise_for_status()
+                out.append(time.perf_counter() - t)
+            return out
+
+        elapsed, lat = await run_agents(agents, agent)
+    return len(lat) / elapsed
+
+
+async def single_node_calls(clients: list[Client], calls: int) -> tuple[float, float, float]:
+    async def agent(i: int) -> list[float]:
+        tid = str(uuid.uuid4())
+        parent = None
+        out = []
+        for k in range(calls):
+            n = node(parent, 10, "add_item", True)
+            args: dict[str, Any] = {"trajectory_id": tid, "node": n}
+            if k == 0:
+                args |= {"task": "bench", "agent_id": f"agent-{i}"}
+            t = time.perf_counter()
+            await call(clients[i], "record_trajectory_node", args)
+            out.append(time.perf_counter() - t)
+            parent = n["node_id"]
+        return out
+
+    elapsed, lat = await run_agents(len(clients), agent)
+    return len(lat) / elapsed, percentile(lat, 0.5) * 1000, percentile(lat, 0.99) * 1000
+
+
+async def batched_calls(clients: list[Client], batches: int, size: int = 50) -> float:
+    async def agent(i: int) -> list[float]:
+        out = []
+        for b in range(batches):
+            nodes = [node(None, 10, "add_item", True)]
+            for _ in range(size - 1):
+                nodes.append(node(nodes[-1]["node_id"], 10, "add_item", True))
+            t = time.perf_counter()
+            await call(
+                clients[i],
+                "record_trajectory_nodes",
+                {"trajectory_id": str(uuid.uuid4()), "nodes": nodes, "task": "bench", "agent_id": f"a{i}-{b}"},
+            )
+            out.append(time.perf_counter() - t)
+        return out
+
+    elapsed, lat = await run_agents(len(clients), agent)
+    return len(lat) * size / elapsed
+
+
+async def learning_lag(clients: list[Client], timeout_s: float = 60) -> list[float]:
+    """Each agent teaches one lesson under its own task type and times until it is served."""
+
+    async def agent(i: int) -> list[float]:
+        client = clients[i]
+        task_type = f"import-{uuid.uuid4().hex[:8]}"
+        runs = [(10, "add_item", True), (20, "add_item", True), (150, "add_item", False), (200, "add_item", False)]
+        runs += [(100, "bulk_import", True), (500, "bulk_import", True)]
+        for rows, action, ok in runs:
+            tid = str(uuid.uuid4())
+            await call(
+                client,
+                "record_trajectory_node",
+                {
+                    "trajectory_id": tid,
+                    "node": node(None, rows, action, ok),
+                    "task": f"import {rows} products",
+                    "agent_id": f"agent-{i}",
+                    "role": "executor",
+                    "task_type": task_type,
+                },
+            )
+            await call(client, "finalize_trajectory", {"trajectory_id": tid, "outcome": "success" if ok else "failure"})
+        finalized = time.perf_counter()
+        query = {"context": "import 300 products", "role": "executor", "task_type": task_type, "min_confidence": 0}
+        while time.perf_counter() - finalized < timeout_s:
+            if (await call(client, "query_experience", query))["templates"]:
+                return [time.perf_counter() - finalized]
+            await asyncio.sleep(0.05)
+        return [float("inf")]
+
+    _, lags = await run_agents(len(clients), agent)
+    return lags
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def bench(service: RunningService, agents: list[int], calls: int) -> list[dict[str, Any]]:
+    rows = []
+    for n in agents:
+        clients = [await connect(service.mcp_url) for _ in range(n)]
+        ceiling = await health_ceiling(service.url, n, calls)
+        rate, p50, p99 = await single_node_calls(clients, calls)
+        nodes_per_s = await batched_calls(clients, max(1, calls // 10))
+        lags = await learning_lag(clients[: min(n, 8)])
+        for c in clients:
+            await c.__aexit__(None, None, None)
+        row = {
+            "agents": n,
+            "health_req_per_s": round(ceiling, 1),
+            "single_calls_per_s": round(rate, 1),
+            "single_p50_ms": round(p50, 1),
+            "single_p99_ms": round(p99, 1),
+            "batched_nodes_per_s": round(nodes_per_s, 1),
+            "lag_p50_s": round(statistics.median(lags), 2),
+            "lag_p95_s": round(percentile(lags, 0.95), 2),
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--calls", type=int, default=20, help="single-node calls per agent")
+    parser.add_argument("--config", type=Path, default=Path("deploy/serve.yaml"))
+    args = parser.parse_args()
+    config = load_serve_config(args.config)
+    config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=Path(tmp), auth_tokens={TOKEN: "bench"})
+        service = start_service(settings, config)
+        try:
+            rows = asyncio.run(bench(service, args.agents, args.calls))
+        finally:
+            service.stop()
+            ray.shutdown()
+    header = list(rows[0])
+    print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(row[h]) for h in header) + " |")
+
+
+if __name__ == "__main__":
+    main()
