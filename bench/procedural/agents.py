@@ -31,6 +31,7 @@ from cluster.core.trajectory import Frozen
 logger = logging.getLogger(__name__)
 
 Source = Literal["explore", "replay", "template"]
+REPORT_CHUNK = 8  # report_experience_outcome takes at most 8 template ids per call
 
 
 class Decision(Frozen):
@@ -206,7 +207,7 @@ class HindsightPolicy(ExplorePolicy):
                 args["min_confidence"] = self.min_confidence
             result: Any = await client.call_tool("query_experience", args)
             if getattr(result, "is_error", False):
-                logger.debug("query_experience failed: %s", error_text(result))
+                logger.warning("query_experience failed: %s", error_text(result))
                 served: list[Served] = []
             else:
                 served = parse_served(getattr(result, "structured_content", None))
@@ -242,12 +243,13 @@ class HindsightPolicy(ExplorePolicy):
         for role, tid, worked in self._applied:
             verdicts[role, tid] = verdicts.get((role, tid), True) and worked and result.succeeded
         for (role, succeeded), ids in sorted(_group(verdicts).items()):
-            args: dict[str, Any] = {"template_ids": ids, "succeeded": succeeded}
-            if role in result.trajectory_ids:
-                args["trajectory_id"] = result.trajectory_ids[role]
-            outcome: Any = await client.call_tool("report_experience_outcome", args)
-            if getattr(outcome, "is_error", False):
-                logger.debug("report_experience_outcome failed: %s", error_text(outcome))
+            for start in range(0, len(ids), REPORT_CHUNK):
+                args: dict[str, Any] = {"template_ids": ids[start : start + REPORT_CHUNK], "succeeded": succeeded}
+                if role in result.trajectory_ids:
+                    args["trajectory_id"] = result.trajectory_ids[role]
+                outcome: Any = await client.call_tool("report_experience_outcome", args)
+                if getattr(outcome, "is_error", False):
+                    logger.warning("report_experience_outcome failed: %s", error_text(outcome))
         applied = sorted({t for _, t in verdicts})
         served = [self.library[t] for t in result.served_template_ids if t in self.library]
         return result.model_copy(

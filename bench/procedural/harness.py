@@ -16,7 +16,8 @@ Hindsight's analysis runs in the background, so templates learned from episodes 
 may already be served later in the same round; the replay memory never updates mid-round.
 
 Every condition gets its own client from the factory: give each a different owner (token) so
-that hindsight learns only from the hindsight agent's own trajectories.
+that hindsight learns only from the hindsight agent's own trajectories — or a service of its own
+(separate data directories), which also sidesteps template-id collisions between owners.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ class BenchConfig(Frozen):
     train_episodes: int = Field(default=10, ge=0, description="Per family and round.")
     eval_episodes: int = Field(default=10, ge=1, description="Per family and round; always unseen seeds.")
     seed: int = Field(default=0, ge=0, le=999)
-    top_k: int | None = Field(default=None, ge=1, le=8, description="query_experience top_k; None: service default.")
+    top_k: int | None = Field(
+        default=8,
+        ge=1,
+        le=8,
+        description="query_experience top_k; 8 (the cap) suits multi-step tasks; None: the service default (5).",
+    )
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="None: service threshold.")
 
 

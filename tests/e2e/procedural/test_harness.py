@@ -119,3 +119,34 @@ def test_targets_compare_hindsight_with_both_baselines(results: BenchResults) ->
     assert check.steps_ok
     assert check.beats_replay
     assert check.step_reduction == pytest.approx(0.42)
+
+
+def test_hindsight_learns_between_rounds_and_follows_what_it_learned(tmp_path: Path) -> None:
+    """End to end: MCP capture, background attribution (drained by the caller), query, outcome report."""
+    from cluster.analysis import AnalysisService
+
+    services = build_services(Settings(data_dir=tmp_path))
+    analysis = AnalysisService(services.db, services.experience, batch_size=10)
+    config = BenchConfig(
+        families=("table_lookup",), conditions=("hindsight",), rounds=2, train_episodes=6, eval_episodes=3
+    )
+
+    async def drain() -> None:
+        while analysis.run_once().trajectories:
+            pass
+
+    async def run() -> BenchResults:
+        return await run_bench(in_process_clients(services), drain, config)
+
+    try:
+        out = anyio.run(run)
+    finally:
+        services.close()
+    first, second = out.cell("hindsight", 1), out.cell("hindsight", 2)
+    assert first is not None
+    assert second is not None
+    assert first.templates_served == 0
+    assert second.templates_served > 0
+    assert second.templates_applied > 0
+    assert out.templates
+    assert all(t.task_type == "scrape" for t in out.templates)
