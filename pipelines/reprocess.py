@@ -22,6 +22,7 @@ import ray
 import ray.data
 
 from actors.engine import attribute_batch
+from cluster.experience.service import EXPORT_FORMAT, EXPORT_VERSION
 from cluster.settings import Settings
 from cluster.stores.db import Database
 from cluster.stores.trajectories import SqlTrajectoryStore
@@ -118,8 +119,10 @@ def reprocess(
     outputs = []
     for name, found in sorted(per_owner.items()):
         path = output_dir / f"{name}.jsonl"
-        header = {"format": "hindsight-experience-library", "version": 1, "scorer": scorer, "owner": name}
-        path.write_text("\n".join(json.dumps(x) for x in [header, *found]) + "\n")
+        # The experience exchange format (docs/experience-format.md): import_library reads it.
+        header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "count": len(found), "scorer": scorer}
+        lines = [json.dumps(header, sort_keys=True), *(json.dumps({"template": t}, sort_keys=True) for t in found)]
+        path.write_text("\n".join(lines) + "\n")
         outputs.append(path)
     counts = Counter({name: len(found) for name, found in per_owner.items()})
     logger.info("reprocessed %d trajectories in %d groups with scorer %s", total, len(rows), scorer)

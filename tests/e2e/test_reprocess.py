@@ -1,0 +1,38 @@
+"""The Ray Data re-processing job over a real SQLite store, read back through the import path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.services import build_services
+from cluster.settings import Settings
+from pipelines.reprocess import reprocess
+from tests.integration.experience.test_learning_loop import store_runs
+from tests.unit.engine.builders import bulk_vs_single_runs
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
+
+
+def test_reprocessing_with_another_scorer_writes_an_importable_library(ray_session: None, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    services = build_services(settings)
+    try:
+        store_runs(services.db, "team-a", bulk_vs_single_runs())
+        store_runs(services.db, "team-b", bulk_vs_single_runs()[:2])
+        summary = reprocess(settings, tmp_path / "out", scorer="failure_averse", actors=2)
+        assert summary.trajectories == 8
+        assert summary.groups == 2
+        assert [p.name for p in summary.outputs] == ["team-a.jsonl", "team-b.jsonl"]
+        assert summary.templates_by_owner["team-a"] >= 1
+        report = services.experience.import_library(
+            "team-a", (tmp_path / "out" / "team-a.jsonl").read_text().splitlines()
+        )
+        assert len(report.imported) == summary.templates_by_owner["team-a"]
+        served = services.experience.query_experience(
+            "team-a", "import 300 products", role="executor", min_confidence=0
+        )
+        assert served.templates[0].template.recommended.tool == "bulk_import"
+    finally:
+        services.close()
