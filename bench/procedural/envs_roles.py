@@ -71,7 +71,7 @@ class DataSync(Episode):
     def _view(self, stage: str) -> StepView:
         role = SYNC_ROLES.get(stage, "verifier")
         job = tool_call(
-            {"request": "read_request", "claim": "claim_job", "report": "load_report"}.get(stage, "-"), job=self.job
+            {"request": "read_request", "claim": "claim_job", "report": "load_report"}.get(stage, "-"), job_id=self.job
         )
         if stage in ("request", "claim", "report"):
             return make_view(stage, {"goal": job.action.replace("_", " "), "jobs": [self.job]}, job, role=role)
@@ -89,7 +89,7 @@ class DataSync(Episode):
                 "replica_lag_s": self.replica_lag_s,
                 "jobs": [self.job],
             }
-            runs = (tool_call("run_in_place", job=self.job), tool_call("run_on_replica", job=self.job))
+            runs = (tool_call("run_in_place", job_id=self.job), tool_call("run_on_replica", job_id=self.job))
             return make_view(stage, context, *runs, role=role)
         context = {"goal": "verify the synced data", "row_count": self.row_count, "target_dedups": self.target_dedups}
         return make_view(
@@ -97,8 +97,8 @@ class DataSync(Episode):
         )
 
     def _judge(self, stage: str, call: Call) -> StepResult:
-        if "job" in self._view(stage).options[0].params:
-            missing = mismatch(call, "job", self.job, "job")
+        if "job_id" in self._view(stage).options[0].params:
+            missing = mismatch(call, "job_id", self.job, "job")
             if missing is not None:
                 return missing
         if call.action == "plan_bulk" and self.live_writes:

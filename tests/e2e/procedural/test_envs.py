@@ -181,13 +181,13 @@ def test_data_sync_splits_planner_executor_and_verifier_decisions() -> None:
     episode.peak_hours, episode.replica_lag_s = True, 10
     roles = []
     script = [
-        call("read_request", job=episode.job),
+        call("read_request", job_id=episode.job),
         call("plan_incremental", batch_rows=500),
         call("plan_bulk"),
-        call("claim_job", job=episode.job),
-        call("run_in_place", job=episode.job),
-        call("run_on_replica", job=episode.job),
-        call("load_report", job=episode.job),
+        call("claim_job", job_id=episode.job),
+        call("run_in_place", job_id=episode.job),
+        call("run_on_replica", job_id=episode.job),
+        call("load_report", job_id=episode.job),
         call("verify_count"),
         call("verify_sample", size=200),
     ]
