@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from cluster.core.memory import ActivityPolicy, PromotionPolicy, RankingPolicy
 from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder
 from cluster.memory.service import MemoryService
@@ -20,13 +22,31 @@ def build_memory_service(
     embedder: Embedder | None = None,
     milvus: Any = None,
     collection: str = COLLECTION,
+    index_type: str = "FLAT",
+    activity: ActivityPolicy | None = None,
+    ranking: RankingPolicy | None = None,
+    promotion: PromotionPolicy | None = None,
+    cache_size: int = 1024,
+    cache_ttl: timedelta = timedelta(seconds=30),
 ) -> MemoryService:
     """A memory service on the configured SQL database, Milvus and embedder.
 
     Pass ``database``, ``embedder`` or ``milvus`` (a ``MilvusClient``) to share ones the caller
     already opened; a process must not open a Milvus Lite file twice. The SQL schema must be
-    migrated (``cluster.stores.migrate.upgrade``).
+    migrated (``cluster.stores.migrate.upgrade``). Policies default to the ones documented on
+    :class:`ActivityPolicy`, :class:`RankingPolicy` and :class:`PromotionPolicy`.
     """
     embedder = embedder or build_embedder(settings.embedding)
-    index = MilvusMemoryIndex(milvus or connect(settings), dimension=embedder.dimension, collection=collection)
-    return MemoryService(database or Database(settings.sql_url()), embedder, index)
+    index = MilvusMemoryIndex(
+        milvus or connect(settings), dimension=embedder.dimension, collection=collection, index_type=index_type
+    )
+    return MemoryService(
+        database or Database(settings.sql_url()),
+        embedder,
+        index,
+        activity=activity,
+        ranking=ranking,
+        promotion=promotion,
+        cache_size=cache_size,
+        cache_ttl=cache_ttl,
+    )

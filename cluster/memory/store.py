@@ -7,7 +7,6 @@ leave this module: callers get :class:`StoredMemory` values.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -42,8 +41,6 @@ from cluster.core.memory import (
 )
 from cluster.core.trajectory import Frozen
 from cluster.stores.memory_tables import FTS_TABLE, PG_TSVECTOR, MemoryLogRow, MemoryRow
-
-_WORD = re.compile(r"\w", re.UNICODE)
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -265,7 +262,7 @@ class SqlMemoryStore:
         if not words:
             return []
         if self.dialect == "sqlite":
-            words = [w for w in words if self._fts5_docs(session, owner, w, common_term_docs) <= common_term_docs]
+            words = [w for w in words if not self._fts5_common(session, owner, w, common_term_docs)]
             return self._fts5(session, owner, words, vis, limit) if words else []
         if self.dialect == "postgresql":
             words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
@@ -274,38 +271,64 @@ class SqlMemoryStore:
 
     @staticmethod
     def _fts5_owner(owner: str) -> str:
-        """The FTS5 clause that starts the search from the owner's documents (exactness comes later)."""
-        if not _WORD.search(owner):
-            return ""
-        return 'owner : "' + owner.replace('"', '""') + '" AND '
+        """FTS5 clause confining a search to the owner's documents (indexed as the hex of the owner)."""
+        return f'owner : "{owner.encode().hex().upper()}" AND '
 
-    def _fts5_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
-        """How many of the owner's memories hold ``word``, counted up to ``cap + 1``."""
-        match = f'{self._fts5_owner(owner)}{{key text context}} : "{word}"'
+    def _fts5_count(self, session: Session, match: str, cap: int) -> int:
         stmt = text(
             f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match LIMIT :cap)"
         ).bindparams(match=match, cap=cap + 1)
         return int(session.execute(stmt).scalar_one())
 
+    def _fts5_common(self, session: Session, owner: str, word: str, cap: int) -> bool:
+        """Is ``word`` in more than ``cap`` of the owner's memories? Counting stops at ``cap + 1``.
+
+        The count over everyone's memories is the cheap upper bound; only a word common overall is
+        counted again within the owner's memories.
+        """
+        match = f'{{key text context}} : "{word}"'
+        if self._fts5_count(session, match, cap) <= cap:
+            return False
+        return self._fts5_count(session, self._fts5_owner(owner) + match, cap) > cap
+
     def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
-        terms_clause = " OR ".join(f'"{w}"' for w in words)
-        match = f"{self._fts5_owner(owner)}{{key text context}} : ({terms_clause})"
-        # Rank inside FTS5 first (owner column weight 0), then join the rows and apply the exact
-        # owner, entity, temporal and version filters to the best few hundred.
-        ranked = text(
-            f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
-            f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
-        ).bindparams(match=match, inner=limit * 4)
-        inner = ranked.columns(column("seq", Integer), column("rank", Float)).subquery("ranked")
-        stmt = (
-            select(MemoryRow.seq, inner.c.rank)
-            .join(inner, MemoryRow.seq == inner.c.seq)
-            .where(*self._visible(owner, vis))
-            .order_by(inner.c.rank)
-            .limit(limit)
+        """BM25 inside FTS5, then the exact owner, entity, temporal and version filters on the best few.
+
+        The first pass ranks everyone's memories (fast) and keeps this owner's; when other owners'
+        memories may have crowded this owner's out of it, a second pass confines the full-text
+        search to the owner (exact, slower on a large owner).
+        """
+        match = "{key text context} : (" + " OR ".join(f'"{w}"' for w in words) + ")"
+        inner = limit * 4
+        hits, ranked = self._fts5_ranked(session, owner, match, vis, limit, inner)
+        if len(hits) < limit and (not hits or ranked >= inner):
+            hits, _ = self._fts5_ranked(session, owner, self._fts5_owner(owner) + match, vis, limit, inner)
+        return hits
+
+    def _fts5_ranked(
+        self, session: Session, owner: str, match: str, vis: Visibility, limit: int, inner: int
+    ) -> tuple[list[LexicalHit], int]:
+        """The owner's visible hits among the ``inner`` best full-text matches, and how many matches were ranked."""
+        ranked = (
+            text(
+                f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
+                f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
+            )
+            .bindparams(match=match, inner=inner)
+            .columns(column("seq", Integer), column("rank", Float))
+            .cte("ranked")
         )
+        total = select(func.count()).select_from(ranked).scalar_subquery()
+        rows = session.execute(
+            select(MemoryRow.seq, ranked.c.rank, total)
+            .join(ranked, MemoryRow.seq == ranked.c.seq)
+            .where(*self._visible(owner, vis))
+            .order_by(ranked.c.rank)
+            .limit(limit)
+        ).all()
         # FTS5's bm25() is negative, lower is better; flip it so every score reads "higher is better".
-        return [LexicalHit(seq=seq, score=-float(score)) for seq, score in session.execute(stmt)]
+        hits = [LexicalHit(seq=seq, score=-float(rank)) for seq, rank, _ in rows]
+        return hits, int(rows[0][2]) if rows else 0
 
     def _pg_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
         document = literal_column(PG_TSVECTOR, type_=TSVECTOR)

@@ -49,14 +49,28 @@ class MilvusMemoryIndex:
         client: an open ``pymilvus.MilvusClient``; the caller owns it (one process owns a Lite file).
         dimension: vector size; must match the embedder.
         collection: collection name.
-        index_type: ``FLAT`` (exact; Milvus Lite 2.5 searches 100k rows in tens of ms) or ``IVF_FLAT``.
+        index_type: ``FLAT`` (exact; Milvus Lite 2.5 searches 100k rows in about 10 ms) or
+            ``IVF_FLAT`` (``nlist`` clusters, ``nprobe`` of them searched per query).
     """
 
-    def __init__(self, client: Any, *, dimension: int, collection: str = COLLECTION, index_type: str = "FLAT") -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        dimension: int,
+        collection: str = COLLECTION,
+        index_type: str = "FLAT",
+        nlist: int = 256,
+        nprobe: int = 32,
+    ) -> None:
+        if index_type not in ("FLAT", "IVF_FLAT"):
+            raise ValueError(f"index_type must be FLAT or IVF_FLAT, not {index_type!r}")
         self.client = client
         self.dimension = dimension
         self.collection = collection
         self.index_type = index_type
+        self.nlist = nlist
+        self.nprobe = nprobe
         self._ready = False
 
     def ensure(self) -> None:
@@ -81,7 +95,7 @@ class MilvusMemoryIndex:
         schema.add_field("entity", DataType.VARCHAR, max_length=32)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dimension)
         params = self.client.prepare_index_params()
-        extra = {"nlist": 256} if self.index_type == "IVF_FLAT" else {}
+        extra = {"nlist": self.nlist} if self.index_type == "IVF_FLAT" else {}
         params.add_index("vector", index_type=self.index_type, metric_type="IP", params=extra)
         self.client.create_collection(self.collection, schema=schema, index_params=params)
         logger.info("created Milvus collection %s (%s, dim %s)", self.collection, self.index_type, self.dimension)
@@ -129,13 +143,16 @@ class MilvusMemoryIndex:
                 limit=min(limit, 16_384),
                 filter=" and ".join(clauses),
                 output_fields=[],
-                search_params={"metric_type": "IP", "params": params or {}},
+                search_params={"metric_type": "IP", "params": params or self._search_params()},
                 # Another process may have written: read every acknowledged write.
                 consistency_level="Strong",
             )
         except Exception as exc:
             raise StoreUnavailable(f"Milvus search failed: {exc}") from exc
         return [VectorHit(seq=int(hit["id"]), similarity=float(hit["distance"])) for hit in found[0]]
+
+    def _search_params(self) -> dict[str, Any]:
+        return {"nprobe": self.nprobe} if self.index_type == "IVF_FLAT" else {}
 
     def delete(self, owner: str, seqs: Sequence[int]) -> None:
         if not seqs:

@@ -321,6 +321,20 @@ def test_words_in_most_of_an_owners_memories_do_not_rank_lexically(
     assert service.query("bob", "green tea", now=T0).hits[0].why.lexical_rank == 1
 
 
+def test_a_small_owner_is_not_crowded_out_of_full_text_search_by_a_large_one(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    service = MemoryService(database, embedder, index, ranking=RankingPolicy(candidates=2, dense_weight=0.0))
+    service.apply_writes("bob", [MemoryWrite(key=f"k{i}", value=f"green tea batch {i}") for i in range(20)], now=T0)
+    # A long memory ranks below bob's twenty short ones in a search over everyone's memories.
+    mine = service.write(
+        "alice", "tea", "a long note about the garden, the weather, the neighbours and, once, green tea", now=T0
+    )
+    hits = service.query("alice", "green tea", now=T0).hits
+    assert [h.memory.memory_id for h in hits] == [mine]
+    assert hits[0].why.lexical_rank == 1
+
+
 def test_bad_input_is_an_error_not_a_string(memory: MemoryService) -> None:
     with pytest.raises(InvalidInput):
         memory.write("", "k", "v")

@@ -88,12 +88,12 @@ def upgrade() -> None:
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
         # External-content FTS5 over the memories table, kept in step by triggers. Porter stemming
-        # folds "painting"/"painted" together. The owner is indexed too, so a search can start from
-        # the owner's documents (and is filtered on the exact owner column afterwards). Only changes
-        # to indexed columns touch the index, so activity bookkeeping does not rewrite it.
+        # folds "painting"/"painted" together. The owner is indexed as one token (its hex), so a
+        # search can be confined to one owner's documents; the exact owner column is checked after.
+        # Only changes to indexed columns touch the index, so activity bookkeeping does not rewrite it.
         columns = "owner, key, text, context"
-        new = "new.owner, new.key, new.text, new.context"
-        old = "old.owner, old.key, old.text, old.context"
+        new = "hex(new.owner), new.key, new.text, new.context"
+        old = "hex(old.owner), old.key, old.text, old.context"
         op.execute(
             f"CREATE VIRTUAL TABLE memories_fts USING fts5({columns}, "
             "content='memories', content_rowid='seq', tokenize='porter unicode61')"

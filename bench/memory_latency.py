@@ -1,0 +1,160 @@
+"""Query latency of the long-term memory at 100k memories for one owner.
+
+Corpus: the LoCoMo development turns, repeated with a serial number until there are ``--n``
+memories, written through ``MemoryService.apply_writes`` (SQL rows + FTS index + Milvus vectors).
+To keep the set-up short, corpus vectors are the MiniLM vectors of the original turns plus a little
+Gaussian noise (renormalised), so no two memories share a vector; queries are real LoCoMo questions
+embedded by the real model inside every timed call (no embedding cache, no query cache).
+
+Reported per query (p50/p95 over ``--queries``): the embedding alone, the brute-force floor (embed,
+then exact cosine over all vectors with numpy), the Milvus stage, the lexical stage, and the whole
+``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, access bookkeeping, commit).
+
+    .venv/bin/python -m bench.memory_latency [--n 100000] [--queries 300] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# One BLAS thread: on a 2-core box a second one only fights onnxruntime (10x slower floor).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+from bench.locomo.run import DEFAULT_DATA, load
+from cluster.core.memory import MemoryQuery, MemoryWrite, utcnow
+from cluster.embedding import OnnxMiniLMEmbedder
+from cluster.memory import MemoryService, MilvusMemoryIndex
+from cluster.memory.store import Visibility
+from cluster.stores.db import Database
+from cluster.stores.migrate import upgrade
+from cluster.stores.milvus import open_milvus
+
+OWNER = "bench-owner"
+
+
+class CorpusVectors:
+    """Embedder for the benchmark corpus: known texts get their prepared vector, others the model's."""
+
+    def __init__(self, table: dict[str, list[float]], model: OnnxMiniLMEmbedder) -> None:
+        self.table = table
+        self.model = model
+
+    @property
+    def dimension(self) -> int:
+        return self.model.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in self.table]
+        computed = dict(zip(missing, self.model.embed(missing), strict=True)) if missing else {}
+        return [self.table[t] if t in self.table else computed[t] for t in texts]
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p95
+
+
+def timed(fn: Callable[[str], object], queries: Sequence[str]) -> tuple[float, float]:
+    samples = []
+    for q in queries:
+        started = time.perf_counter()
+        fn(q)
+        samples.append((time.perf_counter() - started) * 1000)
+    return percentiles(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=100_000, help="memories for the one owner")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--database-url", default=None, help="SQL URL (default: a SQLite file in a temp dir)")
+    parser.add_argument("--index-type", default="FLAT", choices=["FLAT", "IVF_FLAT"])
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    noise = np.random.default_rng(args.seed)
+    conversations = load(args.data)
+    turns = [t.item_text for c in conversations for t in c.turns]
+    questions = [q.question for c in conversations for q in c.questions]
+    queries = rng.sample(questions, min(args.queries, len(questions)))
+
+    model = OnnxMiniLMEmbedder(threads=1)
+    started = time.perf_counter()
+    base = np.asarray(model.embed(turns), dtype=np.float32)
+    print(f"embedded {len(turns)} distinct turns in {time.perf_counter() - started:.1f} s")
+    texts = [f"{turns[i % len(turns)]} [{i}]" for i in range(args.n)]
+    matrix = base[np.arange(args.n) % len(turns)] + noise.normal(0, 0.02, (args.n, base.shape[1])).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    embedder = CorpusVectors({t: matrix[i].tolist() for i, t in enumerate(texts)}, model)
+
+    with tempfile.TemporaryDirectory(prefix="memlat-") as tmp:
+        url = args.database_url or f"sqlite:///{Path(tmp) / 'memory.db'}"
+        upgrade(url)
+        database = Database(url)
+        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
+        index = MilvusMemoryIndex(milvus, dimension=model.dimension, collection="latency", index_type=args.index_type)
+        index.reset()
+        service = MemoryService(database, embedder, index, cache_size=0)
+
+        started = time.perf_counter()
+        for start in range(0, args.n, 2000):
+            batch = [MemoryWrite(key=f"m{i}", value=texts[i]) for i in range(start, min(start + 2000, args.n))]
+            service.apply_writes(OWNER, batch)
+        ingest = time.perf_counter() - started
+        print(f"ingested {args.n} memories in {ingest:.1f} s ({args.n / ingest:.0f}/s); index {args.index_type}")
+        embedder.table.clear()  # queries below are embedded by the model, every time
+
+        for q in queries[:20]:  # warm-up: load the collection, fill OS caches
+            service.query(OWNER, q, top_k=10)
+
+        def brute(q: str) -> object:
+            v = np.asarray(model.embed([q])[0], dtype=np.float32)
+            scores = matrix @ v
+            top = np.argpartition(-scores, 10)[:10]
+            return top[np.argsort(-scores[top])]
+
+        def milvus_stage(q: str) -> object:
+            return index.search(OWNER, model.embed([q])[0], service.ranking.candidates)
+
+        def lexical_stage(q: str) -> object:
+            vis = Visibility(valid_at=utcnow())
+            with database.transaction() as session:
+                return service.store.lexical(session, OWNER, q, vis, service.ranking.candidates)
+
+        rows = {
+            "embedding only (MiniLM int8, 1 thread)": timed(lambda q: model.embed([q]), queries),
+            "brute-force floor: embed + numpy exact cosine": timed(brute, queries),
+            "Milvus stage: embed + search (owner filter)": timed(milvus_stage, queries),
+            "lexical stage: FTS query (no embedding)": timed(lexical_stage, queries),
+            "MemoryService.query (everything, top_k=10)": timed(
+                lambda q: service.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
+            ),
+        }
+        cached = MemoryService(database, embedder, index)
+        for q in queries:
+            cached.query(OWNER, q, top_k=10)
+        rows["MemoryService.query, hot-query cache hit"] = timed(lambda q: cached.query(OWNER, q, top_k=10), queries)
+        milvus.close()
+        database.dispose()
+
+    print(f"\n{args.n} memories, one owner, {len(queries)} queries ({database.dialect}):")
+    print("| stage | p50 ms | p95 ms |")
+    print("|---|---|---|")
+    for name, (p50, p95) in rows.items():
+        print(f"| {name} | {p50:.1f} | {p95:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
