@@ -46,5 +46,5 @@ class CaptureService:
             return SqlTrajectoryStore(session, self.limits).finalize(owner, trajectory_id, outcome)
 
     def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             return SqlTrajectoryStore(session, self.limits).load(owner, trajectory_id)

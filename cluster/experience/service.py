@@ -140,7 +140,7 @@ class ExperienceService:
         )
         if not hits:
             return ExperienceQueryResult()
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             templates = SqlExperienceStore(session).get_many(owner, [h.template_id for h in hits])
         scored: list[ScoredTemplate] = []
         for hit in hits:

@@ -20,6 +20,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+READ_ONLY = "hindsight_read_only"
+
 # JSON on SQLite, JSONB on Postgres (indexable, compact).
 PortableJSON = JSON().with_variant(JSONB(), "postgresql")
 
@@ -51,9 +53,10 @@ def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _sqlite_on_begin(conn: Any) -> None:
-    # Take the write lock up front: a deferred transaction that later upgrades to a writer can
-    # fail with "database is locked" instead of waiting its turn.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # Writers take the write lock up front: a deferred transaction that later upgrades to a writer
+    # can fail with "database is locked" instead of waiting its turn. Readers (WAL) need no lock.
+    read_only = conn.get_execution_options().get(READ_ONLY, False)
+    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:
@@ -63,6 +66,7 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._readers = sessionmaker(self.engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
 
     @property
     def dialect(self) -> str:
@@ -72,6 +76,12 @@ class Database:
     def transaction(self) -> Iterator[Session]:
         """Commit on success, roll back on any error."""
         with self._sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only unit of work: on SQLite it does not queue behind writers."""
+        with self._readers.begin() as session:
             yield session
 
     def ping(self) -> bool:
