@@ -51,7 +51,8 @@ logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "hindsight-experience"
 EXPORT_VERSION = 1
-# Imported templates whose id is not already the owner's get a stable new id: uuid5(this, "owner:id").
+# Learned templates, and imported ones whose id is not already the owner's, get a stable id of
+# the owner's own: uuid5(this, "owner:id").
 IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
 _OVERFETCH = 2  # Milvus may be slightly behind SQL; fetch extra candidates and re-check them in SQL.
 
@@ -185,6 +186,9 @@ class ExperienceService:
         same transaction, so a retried batch neither loses nor double-counts evidence.
         """
         _check_owner(owner)
+        # The engine names a template by its content alone; two owners learning the same rule must
+        # still get templates of their own (ids are a global key in SQL and Milvus).
+        templates = [t.model_copy(update={"template_id": _owned_id(owner, t.template_id)}) for t in templates]
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             store.lock_owner(owner)
@@ -333,7 +337,7 @@ class ExperienceService:
             store.lock_owner(owner)
             named = {t.template_id for t in incoming} | {t.parent_id for t in incoming if t.parent_id is not None}
             own = store.existing_ids(owner, sorted(named))
-            mapped = {x: x if x in own else _import_id(owner, x) for x in named}
+            mapped = {x: x if x in own else _owned_id(owner, x) for x in named}
             present = store.existing_ids(owner, sorted(set(mapped.values())))
             known_hashes = store.hashes(owner, [content_hash(t) for t in incoming])
             fresh: list[ExperienceTemplate] = []
@@ -427,7 +431,8 @@ class ExperienceService:
         )
 
 
-def _import_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:
+def _owned_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:
+    """A stable id for the owner's copy of a template named ``template_id`` elsewhere."""
     return uuid.uuid5(IMPORT_NAMESPACE, f"{owner}:{template_id}")
 
 

@@ -74,3 +74,15 @@ def test_learning_for_one_owner_never_marks_another_owners_trajectories(
     ids = store_runs(database, OWNER, bulk_vs_single_runs()[:1])
     experience.learn("someone-else", [], analysed=ids)
     assert analysis_status(database, ids) == {AnalysisStatus.PENDING.value}
+
+
+def test_two_owners_learning_the_same_rule_each_get_their_own_template(
+    database: Database, experience: ExperienceService
+) -> None:
+    runs = bulk_vs_single_runs()
+    templates = [t for result in attribute_batch(runs, []) for t in result.templates]
+    first = experience.learn(OWNER, templates)
+    second = experience.learn("another-team", templates)
+    assert first.new
+    assert set(first.new).isdisjoint(second.new)
+    assert experience.count(OWNER) == experience.count("another-team") == len(first.new)
