@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-import cluster.stores.experience_tables  # noqa: F401  (registers the experience tables)
+import cluster.stores.experience_tables
 import cluster.stores.memory_tables  # noqa: F401  (registers the memory tables)
 from cluster.stores import tables  # noqa: F401  (registers the trajectory tables)
 from cluster.stores.db import Base, make_engine
