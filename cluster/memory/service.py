@@ -46,6 +46,7 @@ from cluster.core.memory import (
     Ttl,
     Turn,
     Validity,
+    aware,
     find_promotions,
     next_version,
     promotion_target,
@@ -422,7 +423,7 @@ class MemoryService:
         if not session_id or len(session_id) > 200 or "\x00" in session_id:
             raise InvalidInput("session_id must be a non-empty string of at most 200 characters without NUL")
         now = now or utcnow()
-        at = turn.at or now
+        at = aware(turn.at) if turn.at is not None else now
         log_id = uuid.uuid4()
         reason = write_trigger(turn.text)
         if reason is None:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Float,
     Integer,
     and_,
+    case,
     column,
     delete,
     func,
@@ -168,13 +169,18 @@ class SqlMemoryStore:
         return int(getattr(result, "rowcount", 0) or 0)
 
     def touch(self, session: Session, owner: str, scores: dict[int, float], at: datetime) -> None:
-        """Record accesses: the new (reinforced) activity per seq."""
-        for seq, score in scores.items():
-            session.execute(
-                update(MemoryRow)
-                .where(MemoryRow.owner == owner, MemoryRow.seq == seq)
-                .values(activity=score, activity_at=at, access_count=MemoryRow.access_count + 1)
+        """Record accesses: the new (reinforced) activity per seq, in one statement."""
+        if not scores:
+            return
+        session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(scores)))
+            .values(
+                activity=case(scores, value=MemoryRow.seq, else_=MemoryRow.activity),
+                activity_at=at,
+                access_count=MemoryRow.access_count + 1,
             )
+        )
 
     def set_archived(self, session: Session, owner: str, seqs: Sequence[int], at: datetime | None) -> None:
         if seqs:
