@@ -36,11 +36,21 @@ def migrate() -> None:
 
 
 @app.command()
-def demo() -> None:
-    """Run the main job on the embedded default (SQLite file under the data directory)."""
-    from cluster.demo import run_capture_demo
+def demo(
+    train: Annotated[int, typer.Option(min=0, help="Training episodes per family and round.")] = 10,
+    eval_episodes: Annotated[
+        int, typer.Option("--eval", min=1, help="Unseen evaluation episodes per family and round.")
+    ] = 10,
+    rounds: Annotated[int, typer.Option(min=1, max=20)] = 3,
+    seed: Annotated[int, typer.Option(min=0, max=999)] = 0,
+    out: Annotated[Path | None, typer.Option(help="Results JSON (default <data_dir>/demo/results.json).")] = None,
+) -> None:
+    """The main job: agents learn from hindsight over three rounds on the embedded service."""
+    from bench.procedural.harness import BenchConfig
+    from cluster.demo import run_demo
 
-    run_capture_demo(load_settings())
+    config = BenchConfig(train_episodes=train, eval_episodes=eval_episodes, rounds=rounds, seed=seed)
+    run_demo(load_settings(), config, out)
 
 
 @app.command()

@@ -1,50 +1,120 @@
-"""The embedded-mode demo: record a branching trajectory, finalize it and read it back as a tree."""
+"""`hindsight demo`: the closed loop on the embedded service, showing agents improve over three rounds.
+
+It starts the real service (local Ray, Serve with the MCP endpoint, the attribution pool, SQLite and
+Milvus Lite under ``<data_dir>/demo``), then runs scripted agents through the simulated tool-use
+environments in ``bench/procedural`` in three conditions on the same seeds — no memory, replay of raw
+successful trajectories, hindsight experiences — each condition as its own owner over HTTP:
+
+* round 1: nobody has experience yet;
+* round 2: hindsight agents follow the templates learned from round 1;
+* round 3: edge cases found in round 2 add supplementary templates and confidence rises.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.tree import Tree
+import logging
+import shutil
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 
-from cluster.capture import CaptureService
-from cluster.core.trajectory import ExecutionResult, NodeIn, Outcome, ResultStatus, TrajectoryHeader
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from bench.procedural.harness import BenchConfig, BenchResults, Condition, run_bench
+from bench.procedural.recording import ToolClient
+from bench.procedural.report import print_report, write_json
+from cluster.runner import RunningService, start_service
+from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.trajectories import TrajectoryLimits
+from cluster.stores.trajectories import SqlTrajectoryStore
 
 
-def run_capture_demo(settings: Settings) -> None:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _token(condition: Condition) -> str:
+    return f"demo-{condition}"
+
+
+async def _drain(db: Database, timeout_s: float = 300) -> None:
+    """Wait for the attribution workers to empty the queue."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            with db.read() as session:
+                if SqlTrajectoryStore(session).queue_depth() == 0:
+                    return
+            await anyio.sleep(0.1)
+
+
+async def _run(service: RunningService, config: BenchConfig, console: Console) -> BenchResults:
+    db = Database(service.settings.sql_url())
+
+    @asynccontextmanager
+    async def client(condition: Condition) -> AsyncIterator[ToolClient]:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {_token(condition)}"}, timeout=60)
+        async with Client(streamable_http_client(service.mcp_url, http_client=http)) as connected:
+            yield connected
+
+    def factory(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
+        return client(condition)
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task(f"round 1 of {config.rounds}: agents at work", total=config.rounds)
+
+        async def wait_for_analysis() -> None:
+            done = int(progress.tasks[task].completed) + 1
+            progress.update(task, description=f"round {done} of {config.rounds}: attributing what happened")
+            await _drain(db)
+            progress.update(task, advance=1, description=f"round {done + 1} of {config.rounds}: agents at work")
+            console.log(f"round {done} done")
+
+        try:
+            return await run_bench(factory, wait_for_analysis, config)
+        finally:
+            db.dispose()
+
+
+def run_demo(settings: Settings, config: BenchConfig, out: Path | None = None) -> BenchResults:
+    """Run the three-round comparison on a fresh embedded service and print the tables."""
     console = Console()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade(settings.sql_url())
-    db = Database(settings.sql_url())
-    capture = CaptureService(db, TrajectoryLimits(settings.max_trajectory_nodes, settings.max_context_bytes))
-    header = TrajectoryHeader(agent_id="demo-agent", role="executor", task="import 150 products", task_type="import")
-    actions = ["add_item", "bulk_import"]
-    root = NodeIn(
-        context_snapshot={"goal": "import products", "row_count": 150},
-        available_actions=actions,
-        chosen_action="add_item",
-        action_params={"name": "widget"},
-        execution_result=ExecutionResult(status=ResultStatus.FAILURE, summary="timed out after 40 rows"),
+    for noisy in ("httpx", "httpx2", "mcp", "cluster", "ray", "ray.serve"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    data_dir = settings.data_dir / "demo"
+    shutil.rmtree(data_dir, ignore_errors=True)  # every demo starts with an empty memory
+    demo_settings = settings.model_copy(
+        update={
+            "data_dir": data_dir,
+            "database_url": None,
+            "milvus_uri": None,
+            "auth_tokens": {_token(c): f"demo-{c}" for c in config.conditions},
+        }
     )
-    retry = NodeIn(
-        parent_id=root.node_id,
-        context_snapshot={"goal": "import products", "row_count": 150},
-        available_actions=actions,
-        chosen_action="bulk_import",
-        action_params={"file": "products.csv"},
-        execution_result=ExecutionResult(status=ResultStatus.SUCCESS),
+    serve_config = ServeConfig(
+        http=HttpConfig(port=_free_port()), attribution=AttributionConfig(workers=1, poll_interval_s=0.05)
     )
-    capture.record(settings.local_owner, header.trajectory_id, [root, retry], header=header)
-    capture.finalize(settings.local_owner, header.trajectory_id, Outcome(status=ResultStatus.SUCCESS))
-    loaded = capture.load(settings.local_owner, header.trajectory_id)
-
-    tree = Tree(f"[bold]{loaded.header.task}[/] ({loaded.status.value}, outcome {loaded.outcome.status.value})")  # type: ignore[union-attr]
-    branches = {None: tree}
-    for node in loaded.nodes:
-        label = f"{node.chosen_action}({node.action_params}) → {node.execution_result.status.value}"
-        branches[node.node_id] = branches[node.parent_id].add(label)  # type: ignore[index]
-    console.print(tree)
-    console.print(f"stored in {settings.sql_url()}")
-    db.dispose()
+    started = time.perf_counter()
+    with console.status("starting the embedded service (Ray, Serve, SQLite, Milvus Lite)…"):
+        service = start_service(demo_settings, serve_config, quiet=True)
+    console.log(f"service up at {service.mcp_url} in {time.perf_counter() - started:.0f} s")
+    try:
+        results = anyio.run(_run, service, config, console)
+    finally:
+        service.stop()
+    print_report(results, console)
+    target = out or data_dir / "results.json"
+    write_json(results, target)
+    console.log(f"results written to {target} ({time.perf_counter() - started:.0f} s in all)")
+    return results

@@ -27,16 +27,24 @@ logger = logging.getLogger(__name__)
 APP_NAME = "hindsight"
 
 
-def ensure_ray(settings: Settings, num_cpus: int | None = None) -> None:
-    """Join the configured cluster, or start a local Ray instance once per process."""
+def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool = False) -> None:
+    """Join the configured cluster, or start a local Ray instance once per process.
+
+    ``quiet`` keeps the workers' and replicas' logs out of this terminal (they stay in Ray's log
+    folder): for the demo and benchmarks, whose output is a table.
+    """
     if ray.is_initialized():
         return
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": not quiet}
+    if quiet:
+        options["logging_level"] = logging.WARNING
+        logging.getLogger("ray").setLevel(logging.WARNING)
     if settings.ray_address:
-        ray.init(address=settings.ray_address, include_dashboard=False)
+        ray.init(address=settings.ray_address, **options)
         return
     # Unix socket paths are limited to ~100 bytes: keep Ray's session directory short.
     temp_dir = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
-    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=os.path.join(temp_dir, "ray"))
+    ray.init(num_cpus=num_cpus, _temp_dir=os.path.join(temp_dir, "ray"), **options)
 
 
 @dataclass
@@ -67,8 +75,11 @@ class RunningService:
             self.milvus_server.stop()
 
 
-def start_service(settings: Settings, config: ServeConfig) -> RunningService:
-    """Migrate the SQL store, deploy the MCP app and start the attribution workers."""
+def start_service(settings: Settings, config: ServeConfig, *, quiet: bool = False) -> RunningService:
+    """Migrate the SQL store, deploy the MCP app and start the attribution workers.
+
+    Stops what it started if any step fails, so a failed start leaves no engine behind.
+    """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.sql_url())
     milvus_server = None
@@ -76,12 +87,17 @@ def start_service(settings: Settings, config: ServeConfig) -> RunningService:
         # This process owns the Lite file and serves it; replicas and workers connect by URI.
         milvus_server = MilvusLiteServer(settings.milvus_target())
         settings = settings.model_copy(update={"milvus_uri": milvus_server.start()})
-    ensure_ray(settings)
-    serve.start(http_options={"host": config.http.host, "port": config.http.port})
-    serve.run(build_app(settings, config.ingress), name=APP_NAME, route_prefix="/")
     running = RunningService(
         settings, config, f"http://{config.http.host}:{config.http.port}", milvus_server=milvus_server
     )
-    running.start_workers()
+    try:
+        ensure_ray(settings, quiet=quiet)
+        serve.start(http_options={"host": config.http.host, "port": config.http.port})
+        serve.run(build_app(settings, config.ingress), name=APP_NAME, route_prefix="/")
+        running.start_workers()
+    except BaseException:
+        if milvus_server is not None:
+            milvus_server.stop()
+        raise
     logger.info("hindsight is serving MCP at %s", running.mcp_url)
     return running
