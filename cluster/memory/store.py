@@ -87,6 +87,15 @@ class LoggedRow(Frozen):
     status: str
 
 
+def _owned(owner: str) -> ColumnElement[bool]:
+    """The owner constraint for statements that address rows by ``seq``.
+
+    Wrapped in ``coalesce`` on purpose: without statistics, SQLite's planner prefers an equality on
+    an indexed ``owner`` over a primary-key ``IN`` list and scans all of the owner's rows.
+    """
+    return func.coalesce(MemoryRow.owner, "") == owner
+
+
 def _record(row: MemoryRow) -> StoredMemory:
     scope = MemoryScope(kind=ScopeKind(row.scope_kind), session_id=row.session_id, task_id=row.task_id)
     value: Any = row.data if row.data is not None else row.text
@@ -165,7 +174,7 @@ class SqlMemoryStore:
     def delete_seqs(self, session: Session, owner: str, seqs: Sequence[int]) -> int:
         if not seqs:
             return 0
-        result = session.execute(delete(MemoryRow).where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(seqs))))
+        result = session.execute(delete(MemoryRow).where(_owned(owner), MemoryRow.seq.in_(list(seqs))))
         return int(getattr(result, "rowcount", 0) or 0)
 
     def touch(self, session: Session, owner: str, scores: dict[int, float], at: datetime) -> None:
@@ -174,7 +183,7 @@ class SqlMemoryStore:
             return
         session.execute(
             update(MemoryRow)
-            .where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(scores)))
+            .where(_owned(owner), MemoryRow.seq.in_(list(scores)))
             .values(
                 activity=case(scores, value=MemoryRow.seq, else_=MemoryRow.activity),
                 activity_at=at,
@@ -185,7 +194,7 @@ class SqlMemoryStore:
     def set_archived(self, session: Session, owner: str, seqs: Sequence[int], at: datetime | None) -> None:
         if seqs:
             session.execute(
-                update(MemoryRow).where(MemoryRow.owner == owner, MemoryRow.seq.in_(list(seqs))).values(archived_at=at)
+                update(MemoryRow).where(_owned(owner), MemoryRow.seq.in_(list(seqs))).values(archived_at=at)
             )
 
     def restore(self, session: Session, owner: str, seq: int, activity: float, at: datetime) -> None:
@@ -210,9 +219,10 @@ class SqlMemoryStore:
 
     # -------------------------------------------------------------------------------------- reads
 
-    def _visible(self, owner: str, vis: Visibility) -> list[ColumnElement[bool]]:
+    def _visible(self, owner: str, vis: Visibility, *, by_seq: bool = False) -> list[ColumnElement[bool]]:
         """The entity filter, the temporal filter and version/archive state, as SQL conditions."""
-        conds: list[ColumnElement[bool]] = [MemoryRow.owner == owner, MemoryRow.archived_at.is_(None)]
+        owned = _owned(owner) if by_seq else MemoryRow.owner == owner
+        conds: list[ColumnElement[bool]] = [owned, MemoryRow.archived_at.is_(None)]
         if vis.entity is not None:
             conds.append(MemoryRow.entity == vis.entity)
         if vis.scope_key is not None:
@@ -233,7 +243,8 @@ class SqlMemoryStore:
         out: dict[int, StoredMemory] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
-            rows = session.scalars(select(MemoryRow).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis)))
+            stmt = select(MemoryRow).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis, by_seq=True))
+            rows = session.scalars(stmt)
             out.update((row.seq, _record(row)) for row in rows)
         return out
 
@@ -242,7 +253,7 @@ class SqlMemoryStore:
         out: set[int] = set()
         for start in range(0, len(seqs), 500):
             chunk = list(seqs[start : start + 500])
-            stmt = select(MemoryRow.seq).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis))
+            stmt = select(MemoryRow.seq).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis, by_seq=True))
             out.update(session.scalars(stmt))
         return out
 
@@ -328,7 +339,7 @@ class SqlMemoryStore:
         rows = session.execute(
             select(MemoryRow.seq, ranked.c.rank, total)
             .join(ranked, MemoryRow.seq == ranked.c.seq)
-            .where(*self._visible(owner, vis))
+            .where(*self._visible(owner, vis, by_seq=True))
             .order_by(ranked.c.rank)
             .limit(limit)
         ).all()
