@@ -4,14 +4,22 @@ Tool names and parameter structure stay; values are generalized across all the e
 
 * CSS id selectors (``#submit-btn``) become attribute selectors (``[type=submit]``) when the
   context or params describe the element (a mapping whose ``id`` matches, with a ``type``,
-  ``name``, ``role``, ``aria-label``, ``data-testid`` or ``placeholder``), else ``<css_selector>``;
+  ``name``, ``role``, ``aria-label``, ``data-testid`` or ``placeholder``), else ``<css_selector>``.
+  Runs that mix ids with one attribute selector keep that selector when every id's element
+  carries the attribute (agents that followed ``[type=submit]`` next to ones that clicked ids);
+* other CSS selectors (``table.prices``, ``[name=q]``, ``form > button``) are never paths: kept
+  when equal in every run, else ``<css_selector>``;
 * URLs → ``<url>``; file paths → ``<path>``, or ``<csv_path>`` when every run's file had the
   same extension; e-mail addresses → ``<email>``; uuids, long hex strings and values of
   ``*id`` keys → ``<id>``; text longer than 64 characters → ``<text>``;
 * numbers equal to the same context feature in every run → ``<feature>`` (e.g. ``<row_count>``);
   otherwise kept when equal in every run, else ``<int>`` / ``<number>``;
+* strings equal to the same context string in every run (a feature, or an item of a list
+  feature: ``tables: [...]`` names it ``<table>``) → that feature, when the runs differ or the
+  value is a per-instance token (``staging_88ac38``: a hex/digit suffix), even from one run;
+  a token found nowhere in the context → ``<id>``;
 * other strings and booleans equal in every run are kept (small enums such as
-  ``encoding="utf-8"``), else ``<str>`` / ``<bool>``.
+  ``encoding="utf-8"``), else ``<str>`` / ``<bool>``. No pattern value is ever ``""``.
 
 Keys missing from some runs are dropped: the pattern is the structure all the evidence shares.
 """
@@ -32,6 +40,22 @@ _HEX = re.compile(r"^(?=.*\d)[0-9a-fA-F]{12,}$")
 _CSS_ID = re.compile(r"^([a-zA-Z][a-zA-Z0-9-]*)?#([A-Za-z_][\w-]*)$")
 _FILE_EXT = re.compile(r"\.([A-Za-z0-9]{1,8})$")
 _PATHLIKE = re.compile(r"^(~|\.{1,2})?[/\\]|^[A-Za-z]:\\|[/\\][^/\\\s]+[/\\]?|^[\w.-]+\.[A-Za-z0-9]{1,8}$")
+# tag.class, [attr=..], combinators; a bare tag.ext with a known file extension stays a path.
+_CSS_SIMPLE = r"(?:[a-zA-Z][a-zA-Z0-9-]*|\*)?(?:[.#][A-Za-z_][\w-]*|\[[^\]\[]+\]|::?[a-z-]+(?:\([^)]*\))?)*"
+_CSS = re.compile(rf"^{_CSS_SIMPLE}(?:\s*[>+~ ]\s*{_CSS_SIMPLE})*$")
+_ATTR_SELECTOR = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9-]*)?\[\s*([\w-]+)\s*=\s*(['\"]?)([^'\"\]]+)\2\s*\]$")
+_COMBINATOR = re.compile(r"\s*[>+~]\s*|\s+")
+_TAG = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9-]*|\*)")
+_TOKEN = re.compile(r"[_-](?=[0-9a-fA-F]*\d)[0-9a-fA-F]{4,}$")
+_HTML_TAGS = frozenset(
+    "a abbr article aside b body button canvas caption code dd details dialog div dl dt em fieldset figure footer "
+    "form h1 h2 h3 h4 h5 h6 header i iframe img input label legend li main nav ol option p pre section select "
+    "span strong summary svg table tbody td textarea tfoot th thead tr ul".split()
+)
+_FILE_EXTS = frozenset(
+    "avro bin bz2 cfg conf csv db doc docx gif gz htm html ini jpeg jpg js json jsonl log md parquet pdf png "
+    "py sh sql sqlite svg tar tsv txt xls xlsx xml yaml yml zip".split()
+)
 _ID_KEY = re.compile(r"(?:^|_)(?i:id)$|(?<=[a-z])Id$|^(?i:uuid)$")
 SELECTOR_ATTRIBUTES = ("type", "name", "role", "aria-label", "data-testid", "placeholder")
 MAX_CONSTANT_CHARS = 64
@@ -102,19 +126,95 @@ def _number(key: str, values: list[JsonValue], flats: Sequence[Mapping[str, obje
 def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue:
     kinds = [string_kind(key, v) for v in values]
     kind = kinds[0] if len(set(kinds)) == 1 else None
-    if kind == "css_id":
-        selectors = {_attribute_selector(v, params, ctx) for v, (params, ctx) in zip(values, samples, strict=True)}
-        one = selectors.pop() if len(selectors) == 1 else None
-        return one or "<css_selector>"
+    if set(kinds) <= {"css_id", "css"}:
+        return _selector(values, kinds, samples)
     if kind == "path":
         exts = {m.group(1).lower() if (m := _FILE_EXT.search(v)) else "" for v in values}
         ext = exts.pop() if len(exts) == 1 else ""
         return f"<{ext}_path>" if ext else "<path>"
+    if set(kinds) <= {"plain", "token"}:
+        # A run-specific value (a token, or one that differs between runs) named by the context.
+        if "token" in kinds or len(set(values)) > 1:
+            feature = _context_feature(values, [ctx for _, ctx in samples])
+            if feature is not None:
+                return f"<{feature}>"
+            return "<id>" if "token" in kinds else "<str>"
+        return values[0] if values[0] else "<str>"
     if kind is not None and kind != "plain":
         return f"<{kind}>"
-    if any(k not in ("plain", "css_id") for k in kinds):
-        return "<str>"
-    return values[0] if len(set(values)) == 1 else "<str>"
+    return "<str>"
+
+
+def _selector(values: list[str], kinds: list[str], samples: Sequence[Sample]) -> str:
+    """One selector for every run, or ``<css_selector>``; never an empty string."""
+    others = {v for v, k in zip(values, kinds, strict=True) if k == "css"}
+    if not others:
+        selectors = {_attribute_selector(v, params, ctx) for v, (params, ctx) in zip(values, samples, strict=True)}
+        one = selectors.pop() if len(selectors) == 1 else None
+        return one or "<css_selector>"
+    if len(others) > 1:
+        return "<css_selector>"
+    (selector,) = others
+    if "css_id" not in kinds:
+        return selector
+    attr = _ATTR_SELECTOR.match(selector)
+    if attr is None:
+        return "<css_selector>"
+    name, value = attr.group(1), attr.group(3)
+    ids = [(v, s) for v, k, s in zip(values, kinds, samples, strict=True) if k == "css_id"]
+    if all(_carries(v, params, ctx, name, value) for v, (params, ctx) in ids):
+        return f"[{name}={value}]" if re.fullmatch(r"[\w-]+", value) else f'[{name}="{value}"]'
+    return "<css_selector>"
+
+
+def _carries(
+    selector: str, params: Mapping[str, JsonValue], ctx: Mapping[str, JsonValue], name: str, value: str
+) -> bool:
+    """The element an id selector picks has attribute ``name`` equal to ``value``."""
+    match = _CSS_ID.match(selector)
+    return match is not None and any(
+        _element_attributes(element).get(name) == value for element in _elements(match.group(2), [ctx, params])
+    )
+
+
+def _element_attributes(element: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    attrs: dict[str, JsonValue] = dict(element)
+    for nested in ("attributes", "attrs"):
+        extra = element.get(nested)
+        if isinstance(extra, Mapping):
+            attrs.update(extra)
+    return attrs
+
+
+def context_strings(context: Mapping[str, JsonValue]) -> dict[str, set[str]]:
+    """Every string in a context snapshot by feature name: dotted paths, list items by the singular list name.
+
+    ``{"tables": ["staging_1"], "file": {"name": "a"}}`` → ``{"table": {"staging_1"}, "file.name": {"a"}}``.
+    """
+    out: dict[str, set[str]] = {}
+    stack: list[tuple[str, object]] = [("", context)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            leaf = path.rsplit(".", 1)[-1]
+            name = leaf[:-1] if len(leaf) > 3 and leaf.endswith("s") and not leaf.endswith("ss") else f"{leaf}_item"
+            stack.extend((name, v) for v in item)
+        elif isinstance(item, str) and item and path:
+            out.setdefault(path, set()).add(item)
+    return out
+
+
+def _context_feature(values: Sequence[str], contexts: Sequence[Mapping[str, JsonValue]]) -> str | None:
+    """The context feature that holds each run's value in every run (shortest name, then alphabetical)."""
+    shared: set[str] | None = None
+    for value, ctx in zip(values, contexts, strict=True):
+        names = {name for name, found in context_strings(ctx).items() if value in found}
+        shared = names if shared is None else shared & names
+        if not shared:
+            return None
+    return sorted(shared, key=lambda f: (len(f), f))[0] if shared else None
 
 
 def string_kind(key: str, value: str) -> str:
@@ -127,11 +227,39 @@ def string_kind(key: str, value: str) -> str:
         return "id"
     if _CSS_ID.match(value):
         return "css_id"
+    if is_css_selector(value):
+        return "css"
     if _PATHLIKE.search(value) and " " not in value.strip():
         return "path"
     if len(value) > MAX_CONSTANT_CHARS:
         return "text"
+    if _TOKEN.search(value):
+        return "token"
     return "plain"
+
+
+def is_css_selector(value: str) -> bool:
+    """A CSS selector other than a bare ``#id``: ``table.prices``, ``[type=submit]``, ``ul > li``.
+
+    Every compound must start with an HTML tag, ``*`` or nothing, and something must mark it as
+    a selector (a class, id, attribute, pseudo-class or combinator), so ``Create account`` is
+    text. ``tag.ext`` is a path when ``ext`` is a common file extension (``main.py``).
+    """
+    if not value or "/" in value or "\\" in value or not _CSS.match(value.strip()):
+        return False
+    compounds = [c for c in _COMBINATOR.split(value.strip()) if c]
+    tails = []
+    for compound in compounds:
+        tag = _TAG.match(compound)
+        name = tag.group(0) if tag else ""
+        if name not in ("", "*") and name.lower() not in _HTML_TAGS:
+            return False
+        tails.append(compound[len(name) :])
+    if not any(tails) and len(compounds) < 2:  # one bare tag is a word
+        return False
+    if len(compounds) == 1 and not any(c in value for c in "[#:") and value.count(".") == 1:
+        return value.rsplit(".", 1)[-1].lower() not in _FILE_EXTS
+    return True
 
 
 def _attribute_selector(selector: str, params: Mapping[str, JsonValue], ctx: Mapping[str, JsonValue]) -> str | None:
@@ -140,11 +268,7 @@ def _attribute_selector(selector: str, params: Mapping[str, JsonValue], ctx: Map
         return None
     # Context first: it describes the page; params rarely carry more than the selector itself.
     for element in _elements(match.group(2), [ctx, params]):
-        attrs: dict[str, JsonValue] = dict(element)
-        for nested in ("attributes", "attrs"):
-            extra = element.get(nested)
-            if isinstance(extra, Mapping):
-                attrs.update(extra)
+        attrs = _element_attributes(element)
         for name in SELECTOR_ATTRIBUTES:
             value = attrs.get(name)
             if isinstance(value, str) and value and string_kind(name, value) == "plain" and '"' not in value:
@@ -190,3 +314,30 @@ def sanitize_text(text: str, limit: int = 160) -> str:
         text = pattern.sub(replacement, text)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+
+
+def merge_params(old: Mapping[str, JsonValue], new: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """Combine the patterns of two templates merged into one, so the result fits both bodies of evidence.
+
+    Equal values stay; a placeholder beats a concrete value (it is the more general of the two);
+    two different placeholders become ``<path>`` (both paths) or ``<value>``; two different
+    concrete values are generalized as two runs without context. Keys missing from either side
+    are dropped, and an empty string never comes out.
+    """
+    return {key: _merge_value(key, old[key], new[key]) for key in sorted(set(old) & set(new))}
+
+
+def _merge_value(key: str, a: JsonValue, b: JsonValue) -> JsonValue:
+    if a == b:
+        return "<str>" if a == "" else a
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return merge_params(a, b)
+    holders = [v for v in (a, b) if isinstance(v, str) and _PLACEHOLDER.match(v)]
+    if len(holders) == 2:
+        return "<path>" if all(h.endswith("path>") for h in holders) else "<value>"
+    if holders:
+        return holders[0]
+    return _value(key, [a, b], [({}, {}), ({}, {})], [{}, {}])

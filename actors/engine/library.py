@@ -10,9 +10,11 @@ one when, in addition,
   support-weighted mean), and
 * the new one brings no caveat the old one lacks.
 
-A near-duplicate merges: provenance is united, and support grows by the *new* evidence only
-(provenance entries not already present), so merging the same batch twice changes nothing — a
-retried Ray task is harmless. Confidence rises once per fresh trajectory, as for a served success.
+A near-duplicate merges: the recommended and avoided parameter patterns are generalized to
+cover both (:func:`~actors.engine.generalize.merge_params`; never an empty string), provenance
+is united, and support grows by the *new* evidence only (provenance entries not already
+present), so merging the same batch twice changes nothing — a retried Ray task is harmless.
+Confidence rises once per fresh trajectory, as for a served success.
 
 A template of an existing family that is not a near-duplicate (narrower or different condition,
 another caveat, another avoided tool or parameter shape) is *supplementary*: it keeps its own
@@ -27,6 +29,7 @@ from collections.abc import Sequence
 from pydantic import JsonValue
 
 from actors.engine.confidence import update_confidence
+from actors.engine.generalize import merge_params
 from cluster.core.experience import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
 from cluster.core.trajectory import Frozen
 
@@ -136,6 +139,8 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
         confidence = update_confidence(confidence, succeeded=True)
     return old.model_copy(
         update={
+            "recommended": _merge_pattern(old.recommended, new.recommended) or old.recommended,
+            "avoid": _merge_pattern(old.avoid, new.avoid),
             "provenance": old.provenance + tuple(fresh),
             "support": Support(
                 successes=old.support.successes + add_s,
@@ -150,6 +155,13 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
             "updated_at": max(old.updated_at, new.updated_at),
         }
     )
+
+
+def _merge_pattern(old: ActionPattern | None, new: ActionPattern | None) -> ActionPattern | None:
+    """The old pattern, its params generalized to cover the new evidence too (same tool only)."""
+    if old is None or new is None or old.tool != new.tool:
+        return old
+    return old.model_copy(update={"params": merge_params(old.params, new.params)})
 
 
 def merge_into_library(existing: Sequence[ExperienceTemplate], new: Sequence[ExperienceTemplate]) -> MergeResult:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from actors.engine import generalize_params
-from actors.engine.generalize import sanitize_text, string_kind
+from actors.engine.generalize import merge_params, sanitize_text, string_kind
 
 
 def test_paths_urls_ids_and_emails_become_placeholders() -> None:
@@ -92,3 +92,85 @@ def test_string_kinds() -> None:
 def test_sanitize_text_strips_run_specific_values() -> None:
     text = "decode error in /tmp/run-3/x.csv at https://h.test/a for 123e4567-e89b-12d3-a456-426614174000 #btn"
     assert sanitize_text(text) == "decode error in <path> at <url> for <id> <css_selector>"
+
+
+def _form(button_id: str, other_id: str = "btn-0a0a01") -> dict[str, object]:
+    return {
+        "fields": 3,
+        "elements": [
+            {"id": other_id, "type": "button", "text": "Cancel"},
+            {"id": button_id, "type": "submit", "text": "Send"},
+        ],
+    }
+
+
+def test_ids_of_submit_buttons_mixed_with_the_attribute_selector_keep_the_attribute_selector() -> None:
+    samples = [
+        ({"selector": "#btn-3f9a1c"}, _form("btn-3f9a1c")),
+        ({"selector": "[type=submit]"}, _form("btn-77b2e0")),
+        ({"selector": "#btn-a0c4d2"}, _form("btn-a0c4d2")),
+        ({"selector": "[type=submit]"}, _form("btn-19ce55")),
+    ]
+    assert generalize_params(samples) == {"selector": "[type=submit]"}
+
+
+def test_an_id_whose_element_lacks_the_attribute_makes_a_mixed_selector_a_placeholder() -> None:
+    samples = [({"selector": "#btn-0a0a01"}, _form("btn-3f9a1c")), ({"selector": "[type=submit]"}, _form("btn-77"))]
+    assert generalize_params(samples) == {"selector": "<css_selector>"}
+
+
+def test_generalization_never_yields_an_empty_string() -> None:
+    assert generalize_params([({"selector": ""}, {}), ({"selector": ""}, {})]) == {"selector": "<str>"}
+    mixed = [({"selector": "#x-1"}, {}), ({"selector": "[type=submit]"}, {}), ({"selector": ""}, {})]
+    assert generalize_params(mixed)["selector"] not in ("", None)
+
+
+def test_a_value_found_in_a_context_list_becomes_a_placeholder_named_after_it_even_from_one_run() -> None:
+    params = {"table": "staging_88ac38", "batch_size": 500}
+    context = {"row_count": 300, "tables": ["staging_88ac38"]}
+    assert generalize_params([(params, context)]) == {"batch_size": 500, "table": "<table>"}
+
+
+def test_strings_that_track_a_nested_context_value_become_that_feature() -> None:
+    samples = [({"user": "alice"}, {"account": {"owner": "alice"}}), ({"user": "bob"}, {"account": {"owner": "bob"}})]
+    assert generalize_params(samples) == {"user": "<account.owner>"}
+
+
+def test_a_per_instance_token_outside_the_context_becomes_a_typed_placeholder() -> None:
+    assert generalize_params([({"table": "staging_88ac38", "queue": "jobs-4f2e"}, {})]) == {
+        "queue": "<id>",
+        "table": "<id>",
+    }
+
+
+def test_true_constants_stay_even_when_the_context_holds_the_same_value() -> None:
+    samples = [
+        ({"encoding": "utf-8", "batch_size": 500}, {"default_encoding": "utf-8"}),
+        ({"encoding": "utf-8", "batch_size": 500}, {"default_encoding": "latin-1"}),
+    ]
+    assert generalize_params(samples) == {"batch_size": 500, "encoding": "utf-8"}
+    assert generalize_params([({"encoding": "utf-8"}, {"default_encoding": "utf-8"})]) == {"encoding": "utf-8"}
+
+
+def test_css_selectors_are_not_paths() -> None:
+    for selector in ("table.prices", "[type=submit]", "button[name=go]", "form > button", "ul li.item", ".btn"):
+        assert string_kind("selector", selector) == "css", selector
+    for path in ("products.csv", "main.py", "table.csv", "scrapes/rows_1.json"):
+        assert string_kind("path", path) == "path", path
+    assert string_kind("text", "Create account") == "plain"
+    samples = [({"selector": "table.prices"}, {}), ({"selector": "table.prices"}, {})]
+    assert generalize_params(samples) == {"selector": "table.prices"}
+    assert generalize_params([({"s": "table.prices"}, {}), ({"s": "div.grid"}, {})]) == {"s": "<css_selector>"}
+
+
+def test_merging_params_generalizes_differences_and_never_yields_an_empty_string() -> None:
+    old = {"selector": "", "table": "staging_88ac38", "file": "<csv_path>", "n": 500, "opts": {"sep": ","}}
+    new = {"selector": "[type=submit]", "table": "<table>", "file": "<json_path>", "n": 500, "opts": {"sep": ","}}
+    assert merge_params(old, new) == {
+        "file": "<path>",
+        "n": 500,
+        "opts": {"sep": ","},
+        "selector": "<str>",
+        "table": "<table>",
+    }
+    assert merge_params({"s": ""}, {"s": ""}) == {"s": "<str>"}

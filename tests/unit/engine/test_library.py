@@ -125,3 +125,16 @@ def test_attribution_output_merges_idempotently_across_batches() -> None:
     assert updated.support.successes == 3
     assert updated.support.failures == 3
     assert updated.support.trajectories == 6
+
+
+def test_merging_generalizes_params_and_never_keeps_an_empty_string() -> None:
+    old = _template()
+    old = old.model_copy(
+        update={"recommended": ActionPattern(tool="bulk_import", params={"file": "", "table": "staging_88ac38"})}
+    )
+    new = _template(threshold=70).model_copy(
+        update={"recommended": ActionPattern(tool="bulk_import", params={"file": "<csv_path>", "table": "<table>"})}
+    )
+    (merged,) = merge_into_library([old], [new]).updated
+    assert merged.recommended.params == {"file": "<csv_path>", "table": "<table>"}
+    assert merged.avoid == old.avoid
