@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
 
 
-async def connect(url: str) -> Client:
+def client_for(url: str) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
-    client = Client(streamable_http_client(url, http_client=http))
-    await client.__aenter__()
-    return client
+    return Client(streamable_http_client(url, http_client=http))
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -174,13 +173,13 @@ def free_port() -> int:
 async def bench(service: RunningService, agents: list[int], calls: int) -> list[dict[str, Any]]:
     rows = []
     for n in agents:
-        clients = [await connect(service.mcp_url) for _ in range(n)]
-        ceiling = await health_ceiling(service.url, n, calls)
-        rate, p50, p99 = await single_node_calls(clients, calls)
-        nodes_per_s = await batched_calls(clients, max(1, calls // 10))
-        lags = await learning_lag(clients[: min(n, 8)])
-        for c in clients:
-            await c.__aexit__(None, None, None)
+        async with AsyncExitStack() as stack:
+            # Entered and left in nesting order: each client owns a task group.
+            clients = [await stack.enter_async_context(client_for(service.mcp_url)) for _ in range(n)]
+            ceiling = await health_ceiling(service.url, n, calls)
+            rate, p50, p99 = await single_node_calls(clients, calls)
+            nodes_per_s = await batched_calls(clients, max(1, calls // 10))
+            lags = await learning_lag(clients[: min(n, 8)])
         row = {
             "agents": n,
             "health_req_per_s": round(ceiling, 1),
