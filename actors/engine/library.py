@@ -8,7 +8,8 @@ one when, in addition,
 * the conditions are compatible: the same features with the same operators, equal categorical
   values, and numeric thresholds within 50% of each other (the merged threshold is the
   support-weighted mean), and
-* the new one brings no caveat the old one lacks.
+* the new one brings no edge-case caveat the old one lacks (``also avoid …`` caveats, which
+  list further decoys, do not count; they are united on merge).
 
 A near-duplicate merges: the recommended and avoided parameter patterns are generalized to
 cover both (:func:`~actors.engine.generalize.merge_params`; never an empty string), provenance
@@ -16,9 +17,12 @@ is united, and support grows by the *new* evidence only (provenance entries not 
 present), so merging the same batch twice changes nothing — a retried Ray task is harmless.
 Confidence rises once per fresh trajectory, as for a served success.
 
-A template of an existing family that is not a near-duplicate (narrower or different condition,
-another caveat, another avoided tool or parameter shape) is *supplementary*: it keeps its own
-identity and links to the family's root template through ``parent_id``. Anything else is new.
+A template of an existing family that is not a near-duplicate is *supplementary* only when it
+really is an edge case of a root template of the family that avoids the same tool: its
+condition is narrower (the root's predicates plus more, or a stricter threshold), or it is as
+broad and adds an edge-case caveat. The root with the most support wins; ties: earliest. Any
+other template (a different avoided decoy, a broader or unrelated condition) is new: marking
+it supplementary would say it refines a rule it does not refine.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pydantic import JsonValue
 
 from actors.engine.confidence import update_confidence
 from actors.engine.generalize import merge_params
+from actors.engine.templates import ALSO_AVOID, also_avoid, failure_reason
 from cluster.core.experience import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
 from cluster.core.trajectory import Frozen
 
@@ -92,8 +97,53 @@ def is_near_duplicate(old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
         and _pattern_shape(old.recommended) == _pattern_shape(new.recommended)
         and _pattern_shape(old.avoid) == _pattern_shape(new.avoid)
         and conditions_compatible(old.condition.predicates, new.condition.predicates)
-        and set(new.caveats) <= set(old.caveats)
+        and edge_caveats(new) <= edge_caveats(old)
     )
+
+
+def edge_caveats(t: ExperienceTemplate) -> set[str]:
+    """Caveats that describe an edge case (not the ``also avoid …`` list of further decoys)."""
+    return {c for c in t.caveats if not c.startswith(ALSO_AVOID)}
+
+
+def _avoided_tool(t: ExperienceTemplate) -> str | None:
+    return None if t.avoid is None else t.avoid.tool
+
+
+def narrows(parent: Sequence[Predicate], child: Sequence[Predicate]) -> bool:
+    """``child`` holds in a strict subset of where ``parent`` holds (as far as the predicates show).
+
+    Every parent predicate has a child predicate on the same feature and operator that is at
+    least as strict (equal value, or a higher ``>``/``>=`` / lower ``<``/``<=`` threshold), and
+    the child adds a predicate or tightens a threshold.
+    """
+    stricter = False
+    for p in parent:
+        same = [q for q in child if q.feature == p.feature and q.op == p.op]
+        if any(q.value == p.value for q in same):
+            continue
+        tighter = [q for q in same if _tighter(p, q)]
+        if not tighter:
+            return False
+        stricter = True
+    return stricter or len(child) > len(parent)
+
+
+def _tighter(p: Predicate, q: Predicate) -> bool:
+    a, b = p.value, q.value
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or isinstance(a, bool) or isinstance(b, bool):
+        return False
+    return (p.op in (">", ">=") and b > a) or (p.op in ("<", "<=") and b < a)
+
+
+def is_edge_case(parent: ExperienceTemplate, child: ExperienceTemplate) -> bool:
+    """``child`` refines ``parent``: same family and avoided tool, narrower condition or an extra edge caveat."""
+    if family_key(parent) != family_key(child) or _avoided_tool(parent) != _avoided_tool(child):
+        return False
+    p, c = parent.condition.predicates, child.condition.predicates
+    if narrows(p, c):
+        return True
+    return conditions_compatible(p, c) and not edge_caveats(child) <= edge_caveats(parent)
 
 
 def _prov_key(p: Provenance) -> tuple[uuid.UUID, tuple[uuid.UUID, ...], EvidenceKind | None]:
@@ -150,11 +200,34 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
             "condition": old.condition.model_copy(
                 update={"predicates": _merge_thresholds(old, new, w_old, add_s + add_f)}
             ),
-            "caveats": old.caveats + tuple(c for c in new.caveats if c not in old.caveats),
+            "caveats": _merge_caveats(old, new),
             "confidence": max(confidence, new.confidence),
             "updated_at": max(old.updated_at, new.updated_at),
         }
     )
+
+
+def _merge_caveats(old: ExperienceTemplate, new: ExperienceTemplate) -> tuple[str, ...]:
+    """Old caveats, then new ones; each decoy is listed once, and never the tool the template avoids."""
+    extra = list(new.caveats)
+    old_avoid, new_avoid = _avoided_tool(old), _avoided_tool(new)
+    if new_avoid is not None and old_avoid is not None and new_avoid != old_avoid:
+        # The same rule met another decoy most often this time: it joins the "also avoid" list.
+        extra.append(also_avoid(new_avoid, failure_reason(new)))
+    merged = list(old.caveats)
+    listed = {_decoy(c) for c in merged}
+    for caveat in extra:
+        tool = _decoy(caveat)
+        if caveat in merged or (tool is not None and (tool in listed or tool == old_avoid)):
+            continue
+        merged.append(caveat)
+        listed.add(tool)
+    return tuple(merged)
+
+
+def _decoy(caveat: str) -> str | None:
+    """The tool an ``also avoid`` caveat names; None for an edge-case caveat."""
+    return caveat[len(ALSO_AVOID) :].split(":", 1)[0] if caveat.startswith(ALSO_AVOID) else None
 
 
 def _merge_pattern(old: ActionPattern | None, new: ActionPattern | None) -> ActionPattern | None:
@@ -212,8 +285,8 @@ def merge_into_library(existing: Sequence[ExperienceTemplate], new: Sequence[Exp
 
 
 def _family_root(library: Sequence[ExperienceTemplate], template: ExperienceTemplate) -> ExperienceTemplate | None:
-    """The root (parentless) template of the family with the most support; ties: earliest."""
-    family = [t for t in library if t.parent_id is None and family_key(t) == family_key(template)]
+    """The root (parentless) template that ``template`` is an edge case of, most support first; ties: earliest."""
+    family = [t for t in library if t.parent_id is None and is_edge_case(t, template)]
     if not family:
         return None
     return max(family, key=lambda t: (t.support.successes + t.support.failures, -library.index(t)))

@@ -13,6 +13,12 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
 
+Alternatives that never succeeded at this decision point (decoys: a tool that does not work
+here at all) are taken together: for each recommended action, ONE template avoids the decoy
+that failed most often and names the others in ``also avoid …`` caveats, instead of one
+template per decoy. Its id does not depend on which decoys were seen, so later batches that
+meet more decoys merge into it.
+
 And for every action that both succeeded and failed: when exactly one plain parameter value
 tells its successes from its failures (``encoding="utf-8"`` vs ``"latin-1"``), the parameter
 was the decision, and the template recommends the tool with that value and avoids the other.
@@ -47,6 +53,9 @@ from cluster.core.experience import (
 from cluster.core.trajectory import canonical_json
 
 MIN_PRECISION = 0.75
+ALSO_AVOID = "also avoid "
+"""Prefix of the caveats that list further decoys; they widen a template, they are no edge case."""
+DECOYS = "*decoys*"
 TEMPLATE_NAMESPACE = uuid.UUID("6f1c2a8e-58a4-4a57-9d0e-3c1b8f0a9e21")
 
 
@@ -74,12 +83,17 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
         elif obs.outcome < 0:
             failed.setdefault(obs.action, []).append(obs)
     findings = []
+    decoys = sorted(set(failed) - set(succeeded))
     for good in sorted(succeeded):
         for bad in sorted(failed):
-            if good != bad:
-                finding = _distil_pair(good, bad, succeeded, failed)
+            if good != bad and bad in succeeded:
+                finding = _distil_pair(good, (bad,), succeeded, failed)
                 if finding is not None:
                     findings.append(finding)
+        if decoys:
+            finding = _distil_pair(good, tuple(decoys), succeeded, failed)
+            if finding is not None:
+                findings.append(finding)
     for tool in sorted(set(succeeded) & set(failed)):
         finding = _distil_params(tool, succeeded[tool], failed[tool])
         if finding is not None:
@@ -88,10 +102,14 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
 
 
 def _distil_pair(
-    good: str, bad: str, succeeded: dict[str, list[Observation]], failed: dict[str, list[Observation]]
+    good: str, bads: tuple[str, ...], succeeded: dict[str, list[Observation]], failed: dict[str, list[Observation]]
 ) -> Finding | None:
-    good_ok, bad_fail = succeeded[good], failed[bad]
-    good_fail, bad_ok = failed.get(good, []), succeeded.get(bad, [])
+    """``good`` against one alternative that also succeeded somewhere, or against all the decoys at once."""
+    decoy = all(b not in succeeded for b in bads)
+    good_ok = succeeded[good]
+    bad_fail = [o for b in bads for o in failed[b]]
+    good_fail = failed.get(good, [])
+    bad_ok = [o for b in bads for o in succeeded.get(b, [])]
     positive = good_ok + bad_fail
     negative = good_fail + bad_ok
     predicates: tuple[Predicate, ...] = ()
@@ -102,21 +120,42 @@ def _distil_pair(
             return None
         predicates, strength = learned.predicates, max(0.0, learned.strength)
     recommended = [o for o in good_ok if holds_all(predicates, o.features)]
-    avoided = [o for o in bad_fail if holds_all(predicates, o.features)]
+    inside = {b: [o for o in failed[b] if holds_all(predicates, o.features)] for b in bads}
     counter = [o for o in negative if holds_all(predicates, o.features)]
-    if not recommended or not avoided:
+    # The decoy that failed most often is the one to name; ties go alphabetically.
+    ranked = sorted((b for b in bads if inside[b]), key=lambda b: (-len(inside[b]), b))
+    if not recommended or not ranked:
         return None
-
+    bad, others = ranked[0], ranked[1:]
+    avoided = sorted((o for b in ranked for o in inside[b]), key=Observation.sort_key)
     return _finding(
         recommended,
         avoided,
         counter,
-        identity=(good, bad, predicates),
+        identity=(good, DECOYS if decoy else bad, predicates),
         condition=predicates,
-        rationale=_rationale(good, bad, recommended, avoided),
-        caveats=_caveats(good, predicates, good_fail),
+        rationale=_rationale(good, bad, recommended, inside[bad]),
+        caveats=_caveats(good, predicates, good_fail) + tuple(_also_avoid(b, inside[b]) for b in sorted(others)),
         strength=strength,
+        avoid=(bad, inside[bad]),
     )
+
+
+def _also_avoid(tool: str, failures: Sequence[Observation]) -> str:
+    return also_avoid(tool, _common_summary(failures))
+
+
+def also_avoid(tool: str, reason: str | None) -> str:
+    """The caveat naming a further decoy; stable text (no counts), so seeing it again adds nothing."""
+    return f"{ALSO_AVOID}{tool}: it failed here too" + (f" ({reason})" if reason else "")
+
+
+def failure_reason(template: ExperienceTemplate) -> str | None:
+    """The avoided tool's most common failure, as :func:`_rationale` wrote it (None if absent)."""
+    if template.avoid is None:
+        return None
+    marker = f"; {template.avoid.tool} failed with: "
+    return template.rationale.split(marker, 1)[1] if marker in template.rationale else None
 
 
 def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observation]) -> Finding | None:
@@ -158,8 +197,11 @@ def _finding(
     rationale: str,
     caveats: tuple[str, ...],
     strength: float = 1.0,
+    avoid: tuple[str, Sequence[Observation]] | None = None,
 ) -> Finding:
     gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
+    good, bad, id_predicates = identity
+    avoid_tool, avoid_obs = avoid or (bad, avoided)
     strength *= min(1.0, max(0.0, gap / 2))
     sample = recommended[0]
     key = sample.key
@@ -167,7 +209,6 @@ def _finding(
     provenance = [_prov(o, EvidenceKind.RECOMMENDED_SUCCEEDED) for o in recommended]
     provenance += [_prov(o, EvidenceKind.AVOIDED_FAILED) for o in avoided]
     provenance += [_prov(o, EvidenceKind.COUNTER) for o in counter]
-    good, bad, id_predicates = identity
     template = ExperienceTemplate(
         template_id=template_id(key, good, bad, id_predicates),
         role=sample.signature.role,
@@ -175,7 +216,7 @@ def _finding(
         signature=key,
         condition=Condition(predicates=condition),
         recommended=ActionPattern(tool=good, params=_pattern(recommended)),
-        avoid=ActionPattern(tool=bad, params=_pattern(avoided)),
+        avoid=ActionPattern(tool=avoid_tool, params=_pattern(avoid_obs)),
         rationale=rationale,
         caveats=caveats,
         provenance=tuple(provenance),
@@ -205,14 +246,18 @@ def _latest(observations: Sequence[Observation]) -> datetime:
 
 def _rationale(good: str, bad: str, recommended: Sequence[Observation], avoided: Sequence[Observation]) -> str:
     text = f"In this situation {good} succeeded in {len(recommended)} run(s) and {bad} failed in {len(avoided)} run(s)"
-    summaries = Counter(
-        sanitize_text(o.node.execution_result.summary) for o in avoided if o.node.execution_result.summary
-    )
-    if summaries:
-        # Most common first; ties broken alphabetically so the text is deterministic.
-        common = sorted(summaries.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    common = _common_summary(avoided)
+    if common:
         text += f"; {bad} failed with: {common}"
     return text
+
+
+def _common_summary(observations: Sequence[Observation]) -> str | None:
+    summaries = Counter(
+        sanitize_text(o.node.execution_result.summary) for o in observations if o.node.execution_result.summary
+    )
+    # Most common first; ties broken alphabetically so the text is deterministic.
+    return sorted(summaries.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if summaries else None
 
 
 def _caveats(good: str, predicates: Sequence[Predicate], good_fail: Sequence[Observation]) -> tuple[str, ...]:

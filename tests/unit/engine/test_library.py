@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.library import narrows
 from cluster.core.experience import (
     ActionPattern,
     Condition,
@@ -138,3 +139,26 @@ def test_merging_generalizes_params_and_never_keeps_an_empty_string() -> None:
     (merged,) = merge_into_library([old], [new]).updated
     assert merged.recommended.params == {"file": "<csv_path>", "table": "<table>"}
     assert merged.avoid == old.avoid
+
+
+def test_an_unrelated_condition_or_another_avoided_tool_is_a_new_root_not_an_edge_case() -> None:
+    parent = _template()
+    other_feature = _template().model_copy(
+        update={"condition": Condition(predicates=(Predicate(feature="schema_uniform", op="==", value=True),))}
+    )
+    broader = _template(threshold=20)  # 20 vs 60: too far apart to merge, and it widens
+    other_avoid = _template().model_copy(update={"avoid": ActionPattern(tool="import_via_sftp")})
+    result = merge_into_library([parent], [other_feature, broader, other_avoid])
+    assert result.supplementary == ()
+    assert len(result.new) == 3
+    assert all(t.parent_id is None for t in result.library)
+
+
+def test_narrows() -> None:
+    gt = Predicate(feature="row_count", op=">", value=60)
+    assert narrows((gt,), (gt, Predicate(feature="utf8", op="==", value=True)))
+    assert narrows((gt,), (Predicate(feature="row_count", op=">", value=500),))
+    assert narrows((), (gt,))
+    assert not narrows((gt,), (gt,))
+    assert not narrows((gt,), (Predicate(feature="row_count", op=">", value=10),))
+    assert not narrows((gt,), (Predicate(feature="utf8", op="==", value=True),))
