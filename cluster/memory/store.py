@@ -41,7 +41,7 @@ from cluster.core.memory import (
     terms,
 )
 from cluster.core.trajectory import Frozen
-from cluster.stores.memory_tables import FTS_TABLE, PG_TSVECTOR, MemoryLogRow, MemoryRow
+from cluster.stores.memory_tables import FTS_TABLE, PG_SEARCH_DOC, MemoryLogRow, MemoryRow
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -348,7 +348,7 @@ class SqlMemoryStore:
         return hits, int(rows[0][2]) if rows else 0
 
     def _pg_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
-        document = literal_column(PG_TSVECTOR, type_=TSVECTOR)
+        document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
         query = func.plainto_tsquery(text("'english'::regconfig"), word)
         inner = select(MemoryRow.seq).where(MemoryRow.owner == owner, document.op("@@")(query)).limit(cap + 1)
         return int(session.execute(select(func.count()).select_from(inner.subquery())).scalar_one())
@@ -356,7 +356,7 @@ class SqlMemoryStore:
     def _tsvector(
         self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int
     ) -> list[LexicalHit]:
-        document = literal_column(PG_TSVECTOR, type_=TSVECTOR)
+        document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
         query = func.to_tsquery(text("'english'::regconfig"), " | ".join(words))
         # Weights are {D, C, B, A}: context, key, (unused), text. Normalisation 1 divides by log length.
         weights = f"'{{{CONTEXT_WEIGHT}, {KEY_WEIGHT}, {KEY_WEIGHT}, {TEXT_WEIGHT}}}'::float4[]"

@@ -3,7 +3,7 @@
 Text, JSON and metadata each sit in their natural column; vectors live in Milvus, derived from
 these rows (``MemoryRow.seq`` is the Milvus primary key). Full-text search is dialect-specific and
 created by the migration: an FTS5 table over (owner, key, text, context) on SQLite, a GIN index on the
-:data:`PG_TSVECTOR` expression on Postgres.
+:data:`PG_SEARCH_DOC` generated column on Postgres.
 """
 
 from __future__ import annotations
@@ -20,13 +20,9 @@ from cluster.stores.db import Base, PortableJSON
 # SQLite only auto-increments an INTEGER PRIMARY KEY (which is also the rowid FTS5 points at).
 AutoId = BigInteger().with_variant(Integer(), "sqlite")
 
-#: The Postgres full-text document; the migration indexes exactly this expression and queries
-#: must repeat it verbatim for the planner to use the index.
-PG_TSVECTOR = (
-    "(setweight(to_tsvector('english'::regconfig, coalesce(key, '')), 'C') || "
-    "setweight(to_tsvector('english'::regconfig, text), 'A') || "
-    "setweight(to_tsvector('english'::regconfig, coalesce(context, '')), 'D'))"
-)
+#: The Postgres full-text document: a ``tsvector`` column the migration adds as
+#: ``GENERATED ALWAYS AS (...) STORED`` with a GIN index (Postgres only, so not mapped here).
+PG_SEARCH_DOC = "memories.search_doc"
 FTS_TABLE = "memories_fts"
 
 

@@ -16,7 +16,8 @@ depends_on = None
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 AUTO_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-# Keep in step with cluster.stores.memory_tables.PG_TSVECTOR (queries repeat it to use the index).
+# The Postgres full-text document, stored as a generated column (``search_doc``) so ranking reads
+# it instead of re-parsing every matching text. Not mapped in the ORM: Postgres fills it in.
 PG_TSVECTOR = (
     "(setweight(to_tsvector('english'::regconfig, coalesce(key, '')), 'C') || "
     "setweight(to_tsvector('english'::regconfig, text), 'A') || "
@@ -112,7 +113,8 @@ def upgrade() -> None:
             f"INSERT INTO memories_fts(rowid, {columns}) VALUES (new.seq, {new}); END"
         )
     elif dialect == "postgresql":
-        op.execute(f"CREATE INDEX ix_memories_fulltext ON memories USING gin ({PG_TSVECTOR})")
+        op.execute(f"ALTER TABLE memories ADD COLUMN search_doc tsvector GENERATED ALWAYS AS {PG_TSVECTOR} STORED")
+        op.execute("CREATE INDEX ix_memories_fulltext ON memories USING gin (search_doc)")
 
 
 def downgrade() -> None:
@@ -123,5 +125,6 @@ def downgrade() -> None:
         op.execute("DROP TABLE IF EXISTS memories_fts")
     elif dialect == "postgresql":
         op.execute("DROP INDEX IF EXISTS ix_memories_fulltext")
+        op.execute("ALTER TABLE memories DROP COLUMN IF EXISTS search_doc")
     op.drop_table("memory_log")
     op.drop_table("memories")
