@@ -5,11 +5,14 @@ recommended tool are equal. Within a family, a new template is a *near-duplicate
 one when, in addition,
 
 * the avoided tool and the parameter shape (nested key structure) of both patterns are equal,
+  or both avoid decoys and share one (one lists ``also avoid …`` caveats; another batch met
+  another decoy most often),
 * the conditions are compatible: the same features with the same operators, equal categorical
   values, and numeric thresholds within 50% of each other (the merged threshold is the
   support-weighted mean), and
-* the new one brings no edge-case caveat the old one lacks (``also avoid …`` caveats, which
-  list further decoys, do not count; they are united on merge).
+* the new one brings no edge-case caveat the old one lacks: caveats compare by what they are
+  about (:func:`~actors.engine.templates.caveat_key`), not by the run values they list, and
+  ``also avoid …`` caveats, which list further decoys, do not count; they are united on merge.
 
 A near-duplicate merges: the recommended and avoided parameter patterns are generalized to
 cover both (:func:`~actors.engine.generalize.merge_params`; never an empty string), provenance
@@ -34,7 +37,7 @@ from pydantic import JsonValue
 
 from actors.engine.confidence import update_confidence
 from actors.engine.generalize import merge_params
-from actors.engine.templates import ALSO_AVOID, also_avoid, failure_reason
+from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
 from cluster.core.experience import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
 from cluster.core.trajectory import Frozen
 
@@ -95,15 +98,28 @@ def is_near_duplicate(old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
     return (
         family_key(old) == family_key(new)
         and _pattern_shape(old.recommended) == _pattern_shape(new.recommended)
-        and _pattern_shape(old.avoid) == _pattern_shape(new.avoid)
+        and _avoid_compatible(old, new)
         and conditions_compatible(old.condition.predicates, new.condition.predicates)
         and edge_caveats(new) <= edge_caveats(old)
     )
 
 
+def _avoid_compatible(old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
+    """Same avoided pattern, or two decoy templates (one lists ``also avoid``) sharing a decoy."""
+    if _pattern_shape(old.avoid) == _pattern_shape(new.avoid):
+        return True
+    listed = [c for t in (old, new) for c in t.caveats if c.startswith(ALSO_AVOID)]
+    return bool(listed) and bool(_decoys(old) & _decoys(new))
+
+
+def _decoys(t: ExperienceTemplate) -> set[str]:
+    named = {d for c in t.caveats if (d := _decoy(c)) is not None}
+    return named | ({t.avoid.tool} if t.avoid is not None else set())
+
+
 def edge_caveats(t: ExperienceTemplate) -> set[str]:
-    """Caveats that describe an edge case (not the ``also avoid …`` list of further decoys)."""
-    return {c for c in t.caveats if not c.startswith(ALSO_AVOID)}
+    """What the edge-case caveats are about (:func:`caveat_key`); ``also avoid …`` ones excluded."""
+    return {caveat_key(c) for c in t.caveats if not c.startswith(ALSO_AVOID)}
 
 
 def _avoided_tool(t: ExperienceTemplate) -> str | None:
@@ -215,13 +231,11 @@ def _merge_caveats(old: ExperienceTemplate, new: ExperienceTemplate) -> tuple[st
         # The same rule met another decoy most often this time: it joins the "also avoid" list.
         extra.append(also_avoid(new_avoid, failure_reason(new)))
     merged = list(old.caveats)
-    listed = {_decoy(c) for c in merged}
+    keys = {caveat_key(c) for c in merged} | ({f"avoid {old_avoid}"} if old_avoid else set())
     for caveat in extra:
-        tool = _decoy(caveat)
-        if caveat in merged or (tool is not None and (tool in listed or tool == old_avoid)):
-            continue
-        merged.append(caveat)
-        listed.add(tool)
+        if caveat_key(caveat) not in keys:  # same point with other run-specific values: said already
+            merged.append(caveat)
+            keys.add(caveat_key(caveat))
     return tuple(merged)
 
 

@@ -150,6 +150,18 @@ def also_avoid(tool: str, reason: str | None) -> str:
     return f"{ALSO_AVOID}{tool}: it failed here too" + (f" ({reason})" if reason else "")
 
 
+def caveat_key(caveat: str) -> str:
+    """What a caveat is about, without the run-specific values it lists.
+
+    ``also avoid X: …`` → ``avoid X``; ``T failed when F was 1 or 2; requires F > 3`` → ``T failed
+    when F``; anything else is its own key. Two caveats with one key say the same thing.
+    """
+    if caveat.startswith(ALSO_AVOID):
+        return "avoid " + caveat[len(ALSO_AVOID) :].split(":", 1)[0]
+    head, sep, _ = caveat.partition(" was ")
+    return head if sep and " failed when " in head and "; requires " in caveat else caveat
+
+
 def failure_reason(template: ExperienceTemplate) -> str | None:
     """The avoided tool's most common failure, as :func:`_rationale` wrote it (None if absent)."""
     if template.avoid is None:

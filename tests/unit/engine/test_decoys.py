@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from actors.engine import attribute_batch, merge_into_library
-from actors.engine.templates import ALSO_AVOID
+from actors.engine.templates import ALSO_AVOID, caveat_key
 from cluster.core.experience import ExperienceTemplate, Predicate
 from cluster.core.trajectory import Trajectory
 from tests.unit.engine.builders import Builder
@@ -118,3 +118,38 @@ def test_another_avoided_decoy_is_not_an_edge_case_but_a_narrower_condition_is()
     (child,) = result.supplementary
     assert child.parent_id == base.template_id
     assert child.condition.predicates == (Predicate(feature="fields", op=">", value=1),)
+
+
+def test_decoy_templates_from_batches_that_met_other_decoys_most_merge() -> None:
+    first = [_form_run("request_submit_api", run=1), _form_run("press_ctrl_enter", run=2)]
+    first += [_form_run("request_submit_api", run=3)]
+    later = [_form_run("press_ctrl_enter", run=4), _form_run("press_ctrl_enter", run=5)]
+    later += [_form_run("request_submit_api", run=6)]
+    (a,) = _templates(first)
+    (b,) = _templates(later)
+    # Same id here (the decoy identity ignores which decoy came first); a near-duplicate anyway.
+    b = b.model_copy(update={"template_id": uuid.UUID(int=b.template_id.int ^ 1)})
+    assert (a.avoid and a.avoid.tool, b.avoid and b.avoid.tool) == ("request_submit_api", "press_ctrl_enter")
+    result = merge_into_library([a], [b])
+    (merged,) = result.library
+    assert merged.avoid is not None
+    assert merged.avoid.tool == "request_submit_api"
+    assert [c.split(":")[0] for c in merged.caveats] == [f"{ALSO_AVOID}press_ctrl_enter"]
+    assert merged.support.failures == 6
+
+
+def test_caveats_that_list_other_run_values_are_not_a_new_edge_case() -> None:
+    base = _templates([_form_run("request_submit_api", run=1), _form_run("request_submit_api", run=2)])[0]
+    one = base.model_copy(update={"caveats": ("click failed when fields was 1; requires fields > 1",)})
+    two = one.model_copy(
+        update={
+            "template_id": uuid.UUID(int=base.template_id.int ^ 1),
+            "caveats": ("click failed when fields was 1 or 0; requires fields > 1",),
+        }
+    )
+    result = merge_into_library([one], [two])
+    assert result.supplementary == ()
+    assert result.new == ()
+    assert result.library[0].caveats == one.caveats
+    assert caveat_key(one.caveats[0]) == caveat_key(two.caveats[0]) == "click failed when fields"
+    assert caveat_key(f"{ALSO_AVOID}x: it failed here too (boom)") == "avoid x"
