@@ -291,7 +291,7 @@ def _elements(element_id: str, roots: list[object]) -> Iterator[Mapping[str, Jso
 
 def _safe_constant(value: JsonValue) -> bool:
     if isinstance(value, str):
-        return string_kind("", value) == "plain"
+        return string_kind("", value) in ("plain", "css")
     if isinstance(value, list):
         return all(_safe_constant(v) for v in value)
     if isinstance(value, Mapping):

@@ -173,9 +173,9 @@ def failure_reason(template: ExperienceTemplate) -> str | None:
 def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observation]) -> Finding | None:
     """Same tool, different outcome: is one parameter value the difference?
 
-    Only plain categorical parameters (short strings without paths, ids or URLs; booleans) are
-    considered, and exactly one must separate perfectly: every success used the same value and
-    no failure did. With several candidates the evidence cannot say which one mattered.
+    Only plain categorical parameters (short strings or CSS selectors without paths, ids or URLs;
+    booleans) are considered, and exactly one must separate perfectly: every success used the
+    same value and no failure did. With several candidates the evidence cannot say which one mattered.
     """
     ok_flat = [flatten_context(o.node.action_params, "params") for o in ok]
     fail_flat = [flatten_context(o.node.action_params, "params") for o in fail]
@@ -185,7 +185,7 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
         if len(values) != 1:
             continue
         value = values.pop()
-        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) == "plain")
+        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in ("plain", "css"))
         if usable and all(f.get(feature, None) != value for f in fail_flat):
             candidates.append(Predicate(feature=feature, op="==", value=value))
     if len(candidates) != 1:

@@ -228,3 +228,27 @@ def test_a_parameter_value_that_decides_the_outcome_becomes_a_same_tool_template
 def test_no_parameter_template_when_two_parameters_could_explain_the_failure() -> None:
     runs = [_encoding_run("utf-8", True, run=1), _encoding_run("latin-1", False, sep=";", run=2)]
     assert _templates(attribute_batch(runs)) == []
+
+
+def _css_run(selector: str, ok: bool, run: int) -> Trajectory:
+    b = Builder(task_type="scrape")
+    root = b.add("open_page", context={"goal": "open the page"})
+    b.add(
+        "find_by_css",
+        ["find_by_css", "find_by_text"],
+        parent=root,
+        status="success" if ok else "failure",
+        params={"selector": selector},
+        context={"goal": "locate the price table", "tables": run},
+        summary=None if ok else "the selector matched nothing",
+    )
+    return b.build("success" if ok else "failure")
+
+
+def test_a_css_selector_is_a_kept_constant_and_can_be_the_deciding_parameter() -> None:
+    runs = [_css_run("table.prices", True, 1), _css_run("table.prices", True, 2), _css_run("div.grid", False, 3)]
+    (template,) = _templates(attribute_batch(runs))
+    assert template.recommended.render() == 'find_by_css(selector="table.prices")'
+    assert template.avoid is not None
+    assert template.avoid.render() == 'find_by_css(selector="div.grid")'
+    assert_useful(template)
