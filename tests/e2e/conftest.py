@@ -1,16 +1,39 @@
-"""One Ray instance for the whole test session (Ray costs seconds and ~0.5 GiB to start)."""
+"""Shared end-to-end fixtures: in-process services and MCP client, and one Ray instance per session
+(Ray costs seconds and ~0.5 GiB to start)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from mcp import Client
+
+from cluster.auth import OwnerResolver
+from cluster.services import Services, build_services
+from cluster.settings import Settings
+from cluster.tools import build_server
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """Every service of one process on a fresh SQLite file and Milvus Lite file."""
+    svc = build_services(Settings(data_dir=tmp_path))
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+async def client(services: Services) -> AsyncIterator[Client]:
+    """The official MCP client, connected in process as the local owner."""
+    async with Client(build_server(services, OwnerResolver({}, "local"))) as c:
+        yield c
 
 
 @pytest.fixture(scope="session")

@@ -4,32 +4,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from cluster.auth import OwnerResolver
-from cluster.services import Services, build_services
-from cluster.settings import Settings
-from cluster.tools import build_server
+from cluster.services import Services
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    svc = build_services(Settings(data_dir=tmp_path, max_context_bytes=512))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-async def client(services: Services) -> AsyncIterator[Client]:
-    async with Client(build_server(services, OwnerResolver({}, "local"))) as c:
-        yield c
 
 
 def node(parent: str | None = None, status: str = "success", **extra: Any) -> dict[str, Any]:
@@ -67,7 +49,7 @@ async def test_recording_a_branching_trajectory_and_finalizing_it(client: Client
     ("arguments", "message"),
     [
         ({"node": node(parent=str(uuid.uuid4())), "task": "t", "agent_id": "a"}, "NotFound: node .* parent"),
-        ({"node": node(context_snapshot={"goal": "x" * 600}), "task": "t", "agent_id": "a"}, "LimitExceeded"),
+        ({"node": node(context_snapshot={"goal": "x" * 3000}), "task": "t", "agent_id": "a"}, "LimitExceeded"),
         ({"node": {"chosen_action": "click"}, "task": "t", "agent_id": "a"}, "available_actions"),
         ({"node": node(timestamp="yesterday"), "task": "t", "agent_id": "a"}, "timestamp"),
         ({"node": node()}, "NotFound: trajectory .* open it"),

@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-
 import pytest
 from mcp import Client
 
 from cluster.analysis import analysis_for
-from cluster.auth import OwnerResolver
-from cluster.services import Services, build_services
-from cluster.settings import Settings
-from cluster.tools import build_server
+from cluster.services import Services
 from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons
 
 pytestmark = [pytest.mark.anyio, pytest.mark.milvus]
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    svc = build_services(Settings(data_dir=tmp_path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-async def client(services: Services) -> AsyncIterator[Client]:
-    async with Client(build_server(services, OwnerResolver({}, "local"))) as c:
-        yield c
 
 
 async def test_an_empty_library_serves_nothing(client: Client) -> None:

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from cluster.auth import OwnerResolver
-from cluster.services import Services, build_services
-from cluster.settings import Settings
+from cluster.services import Services
 from cluster.tools import build_server
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    svc = build_services(Settings(data_dir=tmp_path))
-    yield svc
-    svc.close()
 
 
 @pytest.fixture
