@@ -6,9 +6,11 @@ measures, for 8, 32 and 128 concurrent agents:
   * batched `record_trajectory_nodes` (50 nodes a call): nodes/s;
   * finalize → experience queryable lag (p50/p95), polling `query_experience`.
 Baseline in the same run: `GET /health` at the same concurrency, the transport ceiling of this
-machine (Serve proxy + replica + client, no MCP, no store).
+machine (Serve proxy + replica + client, no MCP, no store). With ``--direct`` the same app also runs
+in a single uvicorn process (no Ray Serve proxy, analysis off) and is measured the same way, which
+isolates what the Serve hop costs.
 
-    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--config deploy/serve.yaml]
+    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--config deploy/serve.yaml] [--direct]
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import asyncio
 import json
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +175,52 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def bench(service: RunningService, agents: list[int], calls: int) -> list[dict[str, Any]]:
+@dataclass
+class Target:
+    name: str
+    url: str
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp/"
+
+
+def serve_direct(data_dir: str, port: int) -> None:
+    """The HTTP app in this process under uvicorn: the reference without Ray Serve."""
+    import uvicorn
+
+    from cluster.auth import OwnerResolver
+    from cluster.http import build_http_app
+    from cluster.services import build_services
+
+    settings = Settings(data_dir=Path(data_dir), auth_tokens={TOKEN: "bench"})
+    app = build_http_app(build_services(settings), OwnerResolver(settings.auth_tokens, settings.local_owner))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+@contextmanager
+def direct_target(data_dir: Path) -> Iterator[Target]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, __file__, "--serve-direct", str(data_dir), str(port)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        yield Target("uvicorn", f"http://127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+async def bench(
+    service: Target | RunningService, agents: list[int], calls: int, *, lag: bool = True
+) -> list[dict[str, Any]]:
     rows = []
+    name = service.name if isinstance(service, Target) else "ray-serve"
     for n in agents:
         async with AsyncExitStack() as stack:
             # Entered and left in nesting order: each client owns a task group.
@@ -179,8 +228,9 @@ async def bench(service: RunningService, agents: list[int], calls: int) -> list[
             ceiling = await health_ceiling(service.url, n, calls)
             rate, p50, p99 = await single_node_calls(clients, calls)
             nodes_per_s = await batched_calls(clients, max(1, calls // 10))
-            lags = await learning_lag(clients[: min(n, 8)])
+            lags = await learning_lag(clients[: min(n, 8)]) if lag else [0.0]
         row = {
+            "transport": name,
             "agents": n,
             "health_req_per_s": round(ceiling, 1),
             "single_calls_per_s": round(rate, 1),
@@ -196,25 +246,37 @@ async def bench(service: RunningService, agents: list[int], calls: int) -> list[
 
 
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve-direct":
+        serve_direct(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--calls", type=int, default=20, help="single-node calls per agent")
     parser.add_argument("--config", type=Path, default=Path("deploy/serve.yaml"))
+    parser.add_argument("--direct", action="store_true", help="also measure the app on plain uvicorn")
     args = parser.parse_args()
     config = load_serve_config(args.config)
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp), auth_tokens={TOKEN: "bench"})
-        service = start_service(settings, config)
+        settings = Settings(data_dir=Path(tmp) / "serve", auth_tokens={TOKEN: "bench"})
+        service = start_service(settings, config, quiet=True)
         try:
-            rows = asyncio.run(bench(service, args.agents, args.calls))
+            rows += asyncio.run(bench(service, args.agents, args.calls))
         finally:
             service.stop()
             ray.shutdown()
+        if args.direct:
+            # No attribution workers here: the lag column then measures nothing and is left out.
+            with direct_target(Path(tmp) / "direct") as target:
+                rows += [
+                    {k: v for k, v in row.items() if not k.startswith("lag")}
+                    for row in asyncio.run(bench(target, args.agents, args.calls, lag=False))
+                ]
     header = list(rows[0])
     print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in rows:
-        print("| " + " | ".join(str(row[h]) for h in header) + " |")
+        print("| " + " | ".join(str(row.get(h, "-")) for h in header) + " |")
 
 
 if __name__ == "__main__":
