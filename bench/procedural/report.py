@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.procedural.harness import ALL, BenchResults
@@ -78,7 +79,10 @@ def print_report(results: BenchResults, console: Console | None = None) -> None:
             table.add_column(name)
         for tpl in results.templates:
             marker = " (edge case)" if tpl.supplementary else ""
-            table.add_row(tpl.task_type or "-", tpl.role, f"{tpl.confidence:.2f}", tpl.text + marker)
+            # Escape: selectors such as [type=submit] would otherwise be read as rich markup and vanish.
+            table.add_row(
+                escape(tpl.task_type or "-"), escape(tpl.role), f"{tpl.confidence:.2f}", escape(tpl.text) + marker
+            )
         console.print(table)
     else:
         console.print("No templates were served to the hindsight agent.")
