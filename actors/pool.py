@@ -14,7 +14,8 @@ from typing import Any
 import ray
 
 from cluster.analysis import analysis_for
-from cluster.serve_config import AttributionConfig
+from cluster.maintenance import run_maintenance
+from cluster.serve_config import AttributionConfig, MaintenanceConfig
 from cluster.services import build_services
 from cluster.settings import Settings
 
@@ -51,6 +52,34 @@ class AttributionWorker:
     async def stop(self) -> int:
         self._running = False
         return self.analysed
+
+
+@ray.remote(max_restarts=-1, num_cpus=0)
+class MaintenanceWorker:
+    """Runs memory maintenance every ``interval_s``; a failed pass is logged and retried next time."""
+
+    def __init__(self, settings: Settings, config: MaintenanceConfig) -> None:
+        self._services = build_services(settings, migrate=False)
+        self._interval = config.interval_s
+        self._running = False
+
+    async def run(self) -> None:
+        self._running = True
+        while self._running:
+            try:
+                await asyncio.to_thread(run_maintenance, self._services.memory)
+            except Exception:
+                logger.exception("memory maintenance failed")
+            await asyncio.sleep(self._interval)
+
+    async def stop(self) -> None:
+        self._running = False
+
+
+def start_maintenance(settings: Settings, config: MaintenanceConfig) -> Any:
+    worker = MaintenanceWorker.remote(settings, config)  # type: ignore[attr-defined]
+    worker.run.remote()
+    return worker
 
 
 def start_pool(settings: Settings, config: AttributionConfig) -> list[Any]:

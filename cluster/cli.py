@@ -83,6 +83,19 @@ def stdio() -> None:
 
 
 @app.command()
+def maintain() -> None:
+    """One memory maintenance pass: promote what turned out to matter, archive the idle, purge the expired."""
+    from cluster.maintenance import run_maintenance
+    from cluster.services import build_services
+
+    services = build_services(load_settings())
+    try:
+        typer.echo(run_maintenance(services.memory).model_dump_json())
+    finally:
+        services.close()
+
+
+@app.command()
 def reprocess(
     output: Annotated[Path, typer.Option(help="Folder for one <owner>.jsonl library per owner.")] = Path("reprocessed"),
     scorer: Annotated[str, typer.Option(help="Registered scorer name.")] = "default",

@@ -15,7 +15,7 @@ from typing import Any
 import ray
 from ray import serve
 
-from actors.pool import start_pool, stop_pool
+from actors.pool import start_maintenance, start_pool, stop_pool
 from cluster.serve_app import build_app
 from cluster.serve_config import ServeConfig
 from cluster.settings import Settings
@@ -62,6 +62,8 @@ class RunningService:
     def start_workers(self) -> None:
         if not self.workers:
             self.workers = start_pool(self.settings, self.config.attribution)
+            if self.config.maintenance.enabled:
+                self.workers.append(start_maintenance(self.settings, self.config.maintenance))
 
     def stop_workers(self) -> None:
         stop_pool(self.workers)

@@ -31,10 +31,16 @@ class AttributionConfig(_Section):
     num_cpus: float = Field(default=0.5, ge=0)
 
 
+class MaintenanceConfig(_Section):
+    interval_s: float = Field(default=300.0, gt=0, description="Seconds between memory maintenance passes.")
+    enabled: bool = True
+
+
 class ServeConfig(_Section):
     http: HttpConfig = Field(default_factory=HttpConfig)
     ingress: IngressConfig = Field(default_factory=IngressConfig)
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
 
 def load_serve_config(path: Path | None) -> ServeConfig:

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cluster.core.memory import ActivityPolicy, PromotionPolicy, RankingPolicy
+
 
 class EmbeddingSettings(BaseModel):
     provider: Literal["onnx-minilm", "openai"] = Field(
@@ -22,6 +24,19 @@ class EmbeddingSettings(BaseModel):
     api_key: SecretStr | None = None
     dimension: int = Field(default=384, ge=1)
     threads: int = Field(default=1, ge=1, description="Intra-op threads; one is fastest on a busy 2-core box.")
+
+
+class MemorySettings(BaseModel):
+    """Long-term memory tuning; each policy documents its fields (cluster/core/memory.py)."""
+
+    index_type: Literal["FLAT", "IVF_FLAT"] = Field(
+        default="FLAT", description="FLAT is exact; IVF_FLAT is faster at 100k+ but approximate."
+    )
+    cache_size: int = Field(default=1024, ge=0, description="Hot-query cache entries; 0 disables it.")
+    cache_ttl_seconds: float = Field(default=30.0, gt=0)
+    activity: ActivityPolicy = Field(default_factory=ActivityPolicy)
+    ranking: RankingPolicy = Field(default_factory=RankingPolicy)
+    promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
 
 
 class LLMSettings(BaseModel):
@@ -59,6 +74,7 @@ class Settings(BaseSettings):
     local_owner: str = Field(default="local", min_length=1, description="The owner in development mode and stdio.")
 
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
     def sql_url(self) -> str:

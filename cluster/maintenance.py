@@ -1,0 +1,33 @@
+"""Memory upkeep off the agents' path: delayed promotion, activity decay and archiving, TTL purge.
+
+``hindsight serve`` runs it on a Ray actor every ``maintenance.interval_s`` (deploy/serve.yaml);
+``hindsight maintain`` runs it once (cron, a Kubernetes CronJob).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pydantic import Field
+
+from cluster.core.trajectory import Frozen
+from cluster.memory.service import MemoryService
+
+logger = logging.getLogger(__name__)
+
+
+class MaintenanceSummary(Frozen):
+    promoted: int = Field(ge=0, description="Logged turns promoted into long-term memory.")
+    archived: int = Field(ge=0, description="Memories whose activity decayed below the threshold.")
+    purged: int = Field(ge=0, description="Expired memories deleted from SQL and Milvus.")
+
+
+def run_maintenance(memory: MemoryService, now: datetime | None = None) -> MaintenanceSummary:
+    """One pass over every owner; each step is owner by owner inside the memory service."""
+    promoted = memory.reevaluate(now=now)
+    archived = memory.decay_and_archive(now)
+    purged = memory.purge_expired(now)
+    summary = MaintenanceSummary(promoted=promoted.changed, archived=archived.changed, purged=purged.changed)
+    logger.info("memory maintenance: %s", summary)
+    return summary
