@@ -299,6 +299,32 @@ def _safe_constant(value: JsonValue) -> bool:
     return True
 
 
+def fits_pattern(
+    pattern: Mapping[str, JsonValue], params: Mapping[str, JsonValue], context: Mapping[str, JsonValue]
+) -> bool:
+    """Whether one call is an instance of a generalized pattern (see :func:`generalize_params`).
+
+    The call is generalized on its own and compared key by key: equal values fit, a placeholder
+    in the pattern fits anything, a constant fits only itself. ``#<id of the submit button>``
+    fits ``[type=submit]`` (its element carries the attribute); a made-up ``#id``, another
+    button's id or ``encoding="utf-16"`` against ``"utf-8"`` do not. A key of the pattern the
+    call lacks does not fit.
+    """
+    return _fits(pattern, generalize_params([(params, context)]))
+
+
+def _fits(pattern: Mapping[str, JsonValue], single: Mapping[str, JsonValue]) -> bool:
+    for key, want in pattern.items():
+        if key not in single:
+            return False
+        got = single[key]
+        if want == got or (isinstance(want, str) and _PLACEHOLDER.match(want)):
+            continue
+        if not (isinstance(want, Mapping) and isinstance(got, Mapping) and _fits(want, got)):
+            return False
+    return True
+
+
 _SANITIZE = (
     (re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://\S+"), "<url>"),
     (_UUID, "<id>"),

@@ -2,12 +2,18 @@
 
 For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and ``b`` failed:
 
-1. Runs where ``a`` was the right choice (``a`` succeeded, ``b`` failed) are *positive*; runs
-   where it was not (``a`` failed, ``b`` succeeded) are *negative*.
-2. No negatives: the preference holds everywhere seen, and the template has no condition.
-   Otherwise a condition is learned from the contexts (:mod:`actors.engine.conditions`); if none
-   separates them with precision ≥ ``MIN_PRECISION``, the outcome is not explained by this
-   choice and no template is made (sensitivity filtering).
+1. Only calls that fit the generalized patterns count against the preference
+   (:func:`~actors.engine.generalize.fits_pattern`): a click on a made-up ``#id`` is no failure
+   of ``click(selector="[type=submit]")``, and ``set_encoding("utf-8")`` working is no success
+   of ``set_encoding("utf-16")``.
+2. A condition is learned only where the preference *flips*: ``a`` failed somewhere, or ``b``
+   succeeded somewhere. If neither, the template has no condition, however the contexts of
+   ``a``'s successes and ``b``'s failures differ. If only ``a`` flipped, the condition separates
+   where ``a`` worked from where it failed; if only ``b`` did, where ``b`` failed from where it
+   worked; if both, runs where the preference held (``a`` succeeded, ``b`` failed) from runs
+   where it did not (:mod:`actors.engine.conditions`). If no condition separates them with
+   precision ≥ ``MIN_PRECISION``, the outcome is not explained by this choice and no template
+   is made (sensitivity filtering).
 3. Inside the condition there must be at least one success of ``a`` and one failure of ``b``:
    a template always names a tool to prefer and one to avoid, both backed by real runs.
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
@@ -40,7 +46,7 @@ from pydantic import JsonValue
 from actors.engine.conditions import flatten_context, holds, holds_all, learn_condition
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
-from actors.engine.generalize import generalize_params, sanitize_text, string_kind
+from actors.engine.generalize import fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.experience import (
     ActionPattern,
     Condition,
@@ -108,10 +114,11 @@ def _distil_pair(
     decoy = all(b not in succeeded for b in bads)
     good_ok = succeeded[good]
     bad_fail = [o for b in bads for o in failed[b]]
-    good_fail = failed.get(good, [])
-    bad_ok = [o for b in bads for o in succeeded.get(b, [])]
-    positive = good_ok + bad_fail
-    negative = good_fail + bad_ok
+    # Only calls that fit the generalized pattern count against it: a click on a made-up id is
+    # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
+    good_fail = _fitting(failed.get(good, []), good_ok)
+    bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed[b])]
+    positive, negative = _sides(good_ok, bad_fail, good_fail, bad_ok)
     predicates: tuple[Predicate, ...] = ()
     strength = 1.0
     if negative:
@@ -139,6 +146,35 @@ def _distil_pair(
         strength=strength,
         avoid=(bad, inside[bad]),
     )
+
+
+def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) -> list[Observation]:
+    """The ``calls`` that are instances of the pattern generalized from ``pattern_of``."""
+    if not calls:
+        return []
+    pattern = _pattern(pattern_of)
+    return [o for o in calls if fits_pattern(pattern, o.node.action_params, o.node.context_snapshot)]
+
+
+def _sides(
+    good_ok: list[Observation], bad_fail: list[Observation], good_fail: list[Observation], bad_ok: list[Observation]
+) -> tuple[list[Observation], list[Observation]]:
+    """Positive and negative runs for condition learning; no negatives: no condition.
+
+    A condition must say where the preference *flips*. When only the recommended action ever
+    failed, it separates where that action worked from where it failed: failures of the avoided
+    tool, seen in any context, say nothing about that and would only dilute the real feature (or
+    let a lucky numeric threshold win). When only the avoided action ever worked, it separates
+    where that one failed from where it worked. When both flipped, runs where the preference
+    held (recommended worked, avoided failed) stand against runs where it did not.
+    """
+    if not good_fail and not bad_ok:
+        return good_ok + bad_fail, []
+    if not bad_ok:
+        return good_ok, good_fail
+    if not good_fail:
+        return bad_fail, bad_ok
+    return good_ok + bad_fail, good_fail + bad_ok
 
 
 def _also_avoid(tool: str, failures: Sequence[Observation]) -> str:
