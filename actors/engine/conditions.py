@@ -12,7 +12,9 @@ predicate that best separates *positive* runs (the recommended choice was right)
   are skipped: they separate anything and mean nothing.
 
 The score is Youden's J (share of positives covered minus share of negatives covered); ties go
-to higher coverage, then to a fixed order of feature names, so the result is deterministic. One
+to higher coverage, then to categorical features (a threshold picked among many cut points
+separates small samples by luck more easily than an equality does), then to a fixed order of
+feature names, so the result is deterministic. One
 refining predicate may follow when the first leaves negatives inside its region (e.g. bulk
 import is right for large files *and* only when the encoding is UTF-8).
 """
@@ -153,14 +155,15 @@ def _best_predicate(positive: Sequence[Features], negative: Sequence[Features]) 
     if not n_pos or not n_neg:
         return None
     features = sorted({k for f in positive for k in f} | {k for f in negative for k in f})
-    best: tuple[tuple[float, int, str, str, str], str, str, JsonValue, int, int] | None = None
+    best: tuple[tuple[float, int, bool, str, str, str], str, str, JsonValue, int, int] | None = None
     for feature in features:
         pos_vals = [f[feature] for f in positive if feature in f]
         neg_vals = [f[feature] for f in negative if feature in f]
         if not pos_vals:
             continue
         candidates: list[tuple[str, JsonValue, int, int]] = []
-        if all(_is_number(v) for v in pos_vals) and all(_is_number(v) for v in neg_vals):
+        numeric = all(_is_number(v) for v in pos_vals) and all(_is_number(v) for v in neg_vals)
+        if numeric:
             candidates = _numeric_candidates(
                 [v for v in pos_vals if isinstance(v, int | float)], [v for v in neg_vals if isinstance(v, int | float)]
             )
@@ -168,7 +171,7 @@ def _best_predicate(positive: Sequence[Features], negative: Sequence[Features]) 
             candidates = _categorical_candidates(pos_vals, neg_vals)
         for op, value, pc, nc in candidates:
             j = pc / n_pos - nc / n_neg
-            rank = (-j, -pc, feature, op, repr(value))
+            rank = (-j, -pc, numeric, feature, op, repr(value))
             if best is None or rank < best[0]:
                 best = (rank, feature, op, value, pc, nc)
     if best is None or best[0][0] >= 0:

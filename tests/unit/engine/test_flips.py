@@ -6,7 +6,7 @@ from typing import Any
 
 from actors.engine import attribute_batch
 from actors.engine.generalize import fits_pattern
-from cluster.core.experience import ExperienceTemplate
+from cluster.core.experience import ExperienceTemplate, Predicate
 from cluster.core.trajectory import Trajectory
 from tests.unit.engine.builders import Builder
 
@@ -99,3 +99,14 @@ def test_a_success_of_the_avoided_tool_with_other_params_does_not_flip_the_prefe
     assert template.avoid is not None
     assert template.avoid.render() == 'set_encoding(encoding="utf-16")'
     assert template.condition.predicates == ()
+
+
+def test_failures_of_decoys_everywhere_do_not_hide_the_feature_that_explains_the_flip() -> None:
+    # export_csv fails on non-ASCII text, which the two smallest exports happened to have. The
+    # decoy failed on non-ASCII text too: that says nothing about where export_csv works, and
+    # on equal evidence an equality beats a threshold.
+    runs = [_export_run("export_csv", False, rows=r, ascii_only=False, run=r) for r in (12, 40)]
+    runs += [_export_run("export_csv", True, rows=r, ascii_only=True, run=r) for r in (75, 130, 520, 2300)]
+    runs += [_export_run("export_tsv", False, rows=r, ascii_only=r == 600, run=r) for r in (300, 600, 3000)]
+    template = next(t for t in _templates(runs) if t.recommended.tool == "export_csv")
+    assert template.condition.predicates == (Predicate(feature="text.ascii_only", op="==", value=True),)
