@@ -8,9 +8,10 @@ measures, for 8, 32 and 128 concurrent agents:
 Baseline in the same run: `GET /health` at the same concurrency, the transport ceiling of this
 machine (Serve proxy + replica + client, no MCP, no store). With ``--direct`` the same app also runs
 in a single uvicorn process (no Ray Serve proxy, analysis off) and is measured the same way, which
-isolates what the Serve hop costs.
+isolates what the Serve hop costs; ``--in-process`` measures the MCP client connected in process (no
+HTTP), the floor of the tool + store path.
 
-    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--config deploy/serve.yaml] [--direct]
+    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--direct] [--in-process]
 """
 
 from __future__ import annotations
@@ -245,6 +246,37 @@ async def bench(
     return rows
 
 
+async def in_process(agents: list[int], calls: int, data_dir: Path) -> list[dict[str, Any]]:
+    """The floor of the MCP + store path: the official client connected in process, no HTTP at all."""
+    from cluster.auth import OwnerResolver
+    from cluster.services import build_services
+    from cluster.tools import build_server
+
+    services = build_services(Settings(data_dir=data_dir))
+    rows = []
+    try:
+        for n in agents:
+            async with AsyncExitStack() as stack:
+                server = build_server(services, OwnerResolver({}, "bench"))
+                clients = [await stack.enter_async_context(Client(server)) for _ in range(n)]
+                rate, p50, p99 = await single_node_calls(clients, calls)
+                nodes_per_s = await batched_calls(clients, max(1, calls // 10))
+            rows.append(
+                {
+                    "transport": "in-process",
+                    "agents": n,
+                    "single_calls_per_s": round(rate, 1),
+                    "single_p50_ms": round(p50, 1),
+                    "single_p99_ms": round(p99, 1),
+                    "batched_nodes_per_s": round(nodes_per_s, 1),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        services.close()
+    return rows
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve-direct":
         serve_direct(sys.argv[2], int(sys.argv[3]))
@@ -254,6 +286,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20, help="single-node calls per agent")
     parser.add_argument("--config", type=Path, default=Path("deploy/serve.yaml"))
     parser.add_argument("--direct", action="store_true", help="also measure the app on plain uvicorn")
+    parser.add_argument("--in-process", action="store_true", help="also measure the MCP client in process")
     args = parser.parse_args()
     config = load_serve_config(args.config)
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
@@ -273,6 +306,8 @@ def main() -> None:
                     {k: v for k, v in row.items() if not k.startswith("lag")}
                     for row in asyncio.run(bench(target, args.agents, args.calls, lag=False))
                 ]
+        if args.in_process:
+            rows += asyncio.run(in_process(args.agents, args.calls, Path(tmp) / "in-process"))
     header = list(rows[0])
     print("\n| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for row in rows:
