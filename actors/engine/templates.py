@@ -118,17 +118,13 @@ def _distil_pair(
     # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
     good_fail = _fitting(failed.get(good, []), good_ok)
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed[b])]
-    positive, negative = _sides(good_ok, bad_fail, good_fail, bad_ok)
-    predicates: tuple[Predicate, ...] = ()
-    strength = 1.0
-    if negative:
-        learned = learn_condition([o.features for o in positive], [o.features for o in negative])
-        if learned is None or learned.precision < MIN_PRECISION:
-            return None
-        predicates, strength = learned.predicates, max(0.0, learned.strength)
+    learned = _condition(good_ok, bad_fail, good_fail, bad_ok)
+    if learned is None:
+        return None
+    predicates, strength = learned
     recommended = [o for o in good_ok if holds_all(predicates, o.features)]
     inside = {b: [o for o in failed[b] if holds_all(predicates, o.features)] for b in bads}
-    counter = [o for o in negative if holds_all(predicates, o.features)]
+    counter = [o for o in good_fail + bad_ok if holds_all(predicates, o.features)]
     # The decoy that failed most often is the one to name; ties go alphabetically.
     ranked = sorted((b for b in bads if inside[b]), key=lambda b: (-len(inside[b]), b))
     if not recommended or not ranked:
@@ -156,25 +152,38 @@ def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) ->
     return [o for o in calls if fits_pattern(pattern, o.node.action_params, o.node.context_snapshot)]
 
 
-def _sides(
+def _condition(
     good_ok: list[Observation], bad_fail: list[Observation], good_fail: list[Observation], bad_ok: list[Observation]
-) -> tuple[list[Observation], list[Observation]]:
-    """Positive and negative runs for condition learning; no negatives: no condition.
+) -> tuple[tuple[Predicate, ...], float] | None:
+    """Where the preference holds, with its strength; None when no condition explains the outcomes.
 
-    A condition must say where the preference *flips*. When only the recommended action ever
-    failed, it separates where that action worked from where it failed: failures of the avoided
-    tool, seen in any context, say nothing about that and would only dilute the real feature (or
-    let a lucky numeric threshold win). When only the avoided action ever worked, it separates
-    where that one failed from where it worked. When both flipped, runs where the preference
-    held (recommended worked, avoided failed) stand against runs where it did not.
+    A condition must say where the preference *flips*; without a flip there is none. When only
+    the recommended action flipped, the condition separates where it worked from where it
+    failed: failures of the avoided tool, seen in any context, say nothing about that and would
+    only dilute the real feature (or let a lucky threshold win). When only the avoided action
+    flipped, it separates where that one failed from where it worked. When both did, it is the
+    conjunction of the two (where the avoided action fails, and where the recommended one
+    works: the second predicate, an edge case), judged on all the runs together.
     """
     if not good_fail and not bad_ok:
-        return good_ok + bad_fail, []
-    if not bad_ok:
-        return good_ok, good_fail
-    if not good_fail:
-        return bad_fail, bad_ok
-    return good_ok + bad_fail, good_fail + bad_ok
+        return (), 1.0
+    if not bad_ok or not good_fail:
+        positive, negative = (good_ok, good_fail) if good_fail else (bad_fail, bad_ok)
+        learned = learn_condition([o.features for o in positive], [o.features for o in negative])
+        if learned is None or learned.precision < MIN_PRECISION:
+            return None
+        return learned.predicates, max(0.0, learned.strength)
+    where_bad_fails = learn_condition([o.features for o in bad_fail], [o.features for o in bad_ok], max_predicates=1)
+    where_good_works = learn_condition([o.features for o in good_ok], [o.features for o in good_fail], max_predicates=1)
+    if where_bad_fails is None or where_good_works is None:
+        return None
+    predicates = tuple(dict.fromkeys(where_bad_fails.predicates + where_good_works.predicates))
+    held = [o for o in good_ok + bad_fail if holds_all(predicates, o.features)]
+    broken = [o for o in good_fail + bad_ok if holds_all(predicates, o.features)]
+    if not held or len(held) < MIN_PRECISION * (len(held) + len(broken)):
+        return None
+    strength = len(held) / len(good_ok + bad_fail) - len(broken) / len(good_fail + bad_ok)
+    return predicates, max(0.0, strength)
 
 
 def _also_avoid(tool: str, failures: Sequence[Observation]) -> str:

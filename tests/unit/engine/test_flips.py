@@ -110,3 +110,33 @@ def test_failures_of_decoys_everywhere_do_not_hide_the_feature_that_explains_the
     runs += [_export_run("export_tsv", False, rows=r, ascii_only=r == 600, run=r) for r in (300, 600, 3000)]
     template = next(t for t in _templates(runs) if t.recommended.tool == "export_csv")
     assert template.condition.predicates == (Predicate(feature="text.ascii_only", op="==", value=True),)
+
+
+def _verify_run(action: str, *, rows: int, dedups: bool, region: str, run: int) -> Trajectory:
+    """verify_count fails when the target deduplicates; verify_sample when there are under 200 rows."""
+    ok = rows >= 200 if action == "verify_sample" else not dedups
+    b = Builder(role="verifier", task_type="sync")
+    root = b.add("load", context={"goal": "load"})
+    ctx = {"goal": "verify", "row_count": rows, "target_dedups": dedups, "region": region, "jobs": [f"j{run}"]}
+    status = "success" if ok else "failure"
+    b.add(action, ["verify_count", "verify_sample"], parent=root, status=status, context=ctx, summary=None)
+    return b.build(status)
+
+
+def test_when_both_actions_flip_the_condition_joins_where_one_fails_and_the_other_works() -> None:
+    # Greedy search over the pooled runs put the row-count threshold at 135, below the 150-row
+    # run where verify_sample failed; each side learned on its own gets it right.
+    cases = [(150, True), (120, False), (900, True), (2500, True), (5000, False), (350, False), (60, False)]
+    runs = [
+        _verify_run(a, rows=r, dedups=d, region=("eu", "us")[i % 2], run=i)
+        for i, (r, d) in enumerate(cases)
+        for a in ("verify_count", "verify_sample")
+    ]
+    sample = next(t for t in _templates(runs) if t.recommended.tool == "verify_sample")
+    assert sample.condition.predicates == (
+        Predicate(feature="target_dedups", op="==", value=True),
+        Predicate(feature="row_count", op=">", value=250),
+    )
+    count = next(t for t in _templates(runs) if t.recommended.tool == "verify_count")
+    assert count.condition.predicates[0] == Predicate(feature="row_count", op="<=", value=250)
+    assert count.condition.predicates[1:] == (Predicate(feature="target_dedups", op="==", value=False),)
