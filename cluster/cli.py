@@ -75,6 +75,30 @@ def serve(
 
 
 @app.command()
+def workers(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Deployment file: deploy/serve.yaml.")] = None,
+) -> None:
+    """Run the attribution pool and memory maintenance on a Ray cluster whose MCP endpoint runs elsewhere
+    (e.g. a KubeRay RayService); joins HINDSIGHT_RAY_ADDRESS."""
+    from actors.pool import start_maintenance, start_pool, stop_pool
+    from cluster.runner import ensure_ray
+    from cluster.serve_config import load_serve_config
+
+    settings = load_settings()
+    serve_config = load_serve_config(config)
+    ensure_ray(settings)
+    pool = start_pool(settings, serve_config.attribution)
+    if serve_config.maintenance.enabled:
+        pool.append(start_maintenance(settings, serve_config.maintenance))
+    logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    stop_pool(pool)
+
+
+@app.command()
 def stdio() -> None:
     """Serve the same MCP tools over stdio for one local agent (owner: the local_owner setting)."""
     from cluster.local import run_stdio

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve.deployment import Application
 from starlette.types import ASGIApp
@@ -12,7 +13,7 @@ from cluster.auth import OwnerResolver
 from cluster.http import build_http_app
 from cluster.serve_config import IngressConfig
 from cluster.services import build_services
-from cluster.settings import Settings
+from cluster.settings import Settings, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,23 @@ class Ingress:
 
     def __del__(self) -> None:
         self._services.close()
+
+
+class AppArgs(BaseModel):
+    """Arguments of :func:`app_builder`, as a Serve config file or a KubeRay RayService passes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ingress: IngressConfig = Field(default_factory=IngressConfig)
+
+
+def app_builder(args: AppArgs) -> Application:
+    """Entry point for ``serve run`` / RayService ``import_path: cluster.serve_app:app_builder``.
+
+    Settings come from the replicas' ``HINDSIGHT_*`` environment; the schema must already be
+    migrated (``hindsight migrate``) and Milvus must be a server URI.
+    """
+    return build_app(load_settings(), args.ingress)
 
 
 def build_app(settings: Settings, ingress: IngressConfig) -> Application:
