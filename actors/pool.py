@@ -15,7 +15,7 @@ import ray
 
 from cluster.analysis import analysis_for
 from cluster.maintenance import run_maintenance
-from cluster.serve_config import AttributionConfig, MaintenanceConfig
+from cluster.serve_config import AttributionConfig, MaintenanceConfig, ServeConfig
 from cluster.services import build_services
 from cluster.settings import Settings
 
@@ -90,6 +90,14 @@ def start_pool(settings: Settings, config: AttributionConfig) -> list[Any]:
     ]
     for worker in workers:
         worker.run.remote()
+    return workers
+
+
+def start_background(settings: Settings, config: ServeConfig) -> list[Any]:
+    """Everything that runs beside the MCP endpoint: the attribution pool and memory maintenance."""
+    workers = start_pool(settings, config.attribution)
+    if config.maintenance.enabled:
+        workers.append(start_maintenance(settings, config.maintenance))
     return workers
 
 

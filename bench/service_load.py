@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import ray
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
+from cluster.client import http_client
+from cluster.net import free_port
 from cluster.runner import RunningService, start_service
 from cluster.serve_config import load_serve_config
 from cluster.settings import Settings
@@ -60,11 +59,6 @@ def node(parent: str | None, row_count: int, action: str, ok: bool) -> dict[str,
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
-
-
-def client_for(url: str) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
-    return Client(streamable_http_client(url, http_client=http))
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -170,12 +164,6 @@ async def learning_lag(clients: list[Client], timeout_s: float = 60) -> list[flo
     return lags
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Target:
     name: str
@@ -225,7 +213,9 @@ async def bench(
     for n in agents:
         async with AsyncExitStack() as stack:
             # Entered and left in nesting order: each client owns a task group.
-            clients = [await stack.enter_async_context(client_for(service.mcp_url)) for _ in range(n)]
+            clients = [
+                await stack.enter_async_context(http_client(service.mcp_url, TOKEN, timeout=120)) for _ in range(n)
+            ]
             ceiling = await health_ceiling(service.url, n, calls)
             rate, p50, p99 = await single_node_calls(clients, calls)
             nodes_per_s = await batched_calls(clients, max(1, calls // 10))

@@ -24,6 +24,14 @@ def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at D
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
+def _until_signalled() -> None:
+    """Block until SIGINT or SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
 @app.command()
 def migrate() -> None:
     """Create or upgrade the SQL schema (SQLite file or Postgres) to the current version."""
@@ -66,10 +74,7 @@ def serve(
     if port is not None:
         serve_config = serve_config.model_copy(update={"http": serve_config.http.model_copy(update={"port": port})})
     running = start_service(load_settings(), serve_config)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    _until_signalled()
     logging.getLogger(__name__).info("shutting down")
     running.stop()
 
@@ -80,21 +85,16 @@ def workers(
 ) -> None:
     """Run the attribution pool and memory maintenance on a Ray cluster whose MCP endpoint runs elsewhere
     (e.g. a KubeRay RayService); joins HINDSIGHT_RAY_ADDRESS."""
-    from actors.pool import start_maintenance, start_pool, stop_pool
+    from actors.pool import start_background, stop_pool
     from cluster.runner import ensure_ray
     from cluster.serve_config import load_serve_config
 
     settings = load_settings()
     serve_config = load_serve_config(config)
     ensure_ray(settings)
-    pool = start_pool(settings, serve_config.attribution)
-    if serve_config.maintenance.enabled:
-        pool.append(start_maintenance(settings, serve_config.maintenance))
+    pool = start_background(settings, serve_config)
     logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    _until_signalled()
     stop_pool(pool)
 
 

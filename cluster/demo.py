@@ -14,47 +14,28 @@ from __future__ import annotations
 
 import logging
 import shutil
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import anyio
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bench.procedural.harness import BenchConfig, BenchResults, Condition, run_bench
 from bench.procedural.recording import ToolClient
 from bench.procedural.report import print_report, write_json
-from cluster.runner import RunningService, start_service
+from cluster.client import http_client
+from cluster.net import free_port
+from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.stores.db import Database
-from cluster.stores.trajectories import SqlTrajectoryStore
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _token(condition: Condition) -> str:
     return f"demo-{condition}"
-
-
-async def _drain(db: Database, timeout_s: float = 300) -> None:
-    """Wait for the attribution workers to empty the queue."""
-    with anyio.fail_after(timeout_s):
-        while True:
-            with db.read() as session:
-                if SqlTrajectoryStore(session).queue_depth() == 0:
-                    return
-            await anyio.sleep(0.1)
 
 
 async def _run(service: RunningService, config: BenchConfig, console: Console) -> BenchResults:
@@ -62,8 +43,7 @@ async def _run(service: RunningService, config: BenchConfig, console: Console) -
 
     @asynccontextmanager
     async def client(condition: Condition) -> AsyncIterator[ToolClient]:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {_token(condition)}"}, timeout=60)
-        async with Client(streamable_http_client(service.mcp_url, http_client=http)) as connected:
+        async with http_client(service.mcp_url, _token(condition)) as connected:
             yield connected
 
     def factory(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
@@ -77,7 +57,7 @@ async def _run(service: RunningService, config: BenchConfig, console: Console) -
         async def wait_for_analysis() -> None:
             done = int(progress.tasks[task].completed) + 1
             progress.update(task, description=f"round {done} of {config.rounds}: attributing what happened")
-            await _drain(db)
+            await wait_until_analysed(db)
             progress.update(task, advance=1, description=f"round {done + 1} of {config.rounds}: agents at work")
             console.log(f"round {done} done")
 
@@ -103,7 +83,7 @@ def run_demo(settings: Settings, config: BenchConfig, out: Path | None = None) -
         }
     )
     serve_config = ServeConfig(
-        http=HttpConfig(port=_free_port()), attribution=AttributionConfig(workers=1, poll_interval_s=0.05)
+        http=HttpConfig(port=free_port()), attribution=AttributionConfig(workers=1, poll_interval_s=0.05)
     )
     started = time.perf_counter()
     with console.status("starting the embedded service (Ray, Serve, SQLite, Milvus Lite)…"):

@@ -12,15 +12,18 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import ray
 from ray import serve
 
-from actors.pool import start_maintenance, start_pool, stop_pool
+from actors.pool import start_background, stop_pool
 from cluster.serve_app import build_app
 from cluster.serve_config import ServeConfig
 from cluster.settings import Settings
+from cluster.stores.db import Database
 from cluster.stores.migrate import upgrade
 from cluster.stores.milvus import MilvusLiteServer, is_lite_target
+from cluster.stores.trajectories import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +64,7 @@ class RunningService:
 
     def start_workers(self) -> None:
         if not self.workers:
-            self.workers = start_pool(self.settings, self.config.attribution)
-            if self.config.maintenance.enabled:
-                self.workers.append(start_maintenance(self.settings, self.config.maintenance))
+            self.workers = start_background(self.settings, self.config)
 
     def stop_workers(self) -> None:
         stop_pool(self.workers)
@@ -75,6 +76,16 @@ class RunningService:
         serve.delete(APP_NAME)
         if self.milvus_server is not None:
             self.milvus_server.stop()
+
+
+async def wait_until_analysed(db: Database, timeout_s: float = 300) -> None:
+    """Return once the attribution queue is empty (every finalized trajectory analysed)."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            with db.read() as session:
+                if SqlTrajectoryStore(session).queue_depth() == 0:
+                    return
+            await anyio.sleep(0.1)
 
 
 def start_service(settings: Settings, config: ServeConfig, *, quiet: bool = False) -> RunningService:

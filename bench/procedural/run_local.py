@@ -26,7 +26,7 @@ from bench.procedural.harness import (
 )
 from bench.procedural.recording import ToolClient
 from bench.procedural.report import print_report, write_json
-from cluster.analysis import AnalysisService
+from cluster.analysis import analysis_for
 from cluster.services import Services, build_services
 from cluster.settings import Settings
 
@@ -36,9 +36,7 @@ async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
     services: dict[Condition, Services] = {
         c: build_services(Settings(data_dir=data_dir / c)) for c in config.conditions
     }
-    analyses = [
-        AnalysisService(s.db, s.experience, batch_size=s.settings.analysis_batch_size) for s in services.values()
-    ]
+    analyses = [analysis_for(s) for s in services.values()]
 
     def clients(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
         return in_process_clients(services[condition])(condition)

@@ -43,6 +43,7 @@ from typing import IO, Any
 from pymilvus import MilvusClient
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.net import free_port
 from cluster.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -109,13 +110,6 @@ def served_uri(path: Path) -> str | None:
     if pid == os.getpid() or not _pid_alive(pid):
         return None  # left behind by a crashed owner
     return uri
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _engine_binary() -> Path:
@@ -222,7 +216,7 @@ class MilvusLiteServer:
             address = f"unix:{self._socket_path}"
             self.uri = address
         else:
-            port = self._port or _free_port(self._host)
+            port = self._port or free_port(self._host)
             address = f"{self._host}:{port}"
             self.uri = f"http://{address}"
         env = dict(os.environ)

@@ -6,37 +6,27 @@ Both are driven by the official MCP client. Ray is shared by the whole session (
 from __future__ import annotations
 
 import os
-import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import select
 
-from cluster.runner import RunningService, start_service
+from cluster.client import http_client
+from cluster.net import free_port
+from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.stores.db import Database
 from cluster.stores.tables import TrajectoryRow
-from cluster.stores.trajectories import SqlTrajectoryStore
 from tests.e2e.loop import check_served_and_feedback, query, record_lessons
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ray, pytest.mark.slow]
 
 TOKENS = {"token-alice": "alice", "token-bob": "bob"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -61,23 +51,11 @@ def running(ray_session: None, settings: Settings, serve_port: int) -> Iterator[
     service.stop()
 
 
-@asynccontextmanager
-async def http_client(service: RunningService, token: str) -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    async with Client(streamable_http_client(service.mcp_url, http_client=http)) as client:
-        yield client
-
-
 async def drained(settings: Settings, timeout: float = 60) -> None:
     """Wait until the attribution queue is empty."""
     db = Database(settings.sql_url())
     try:
-        with anyio.fail_after(timeout):
-            while True:
-                with db.transaction() as session:
-                    if SqlTrajectoryStore(session).queue_depth() == 0:
-                        return
-                await anyio.sleep(0.1)
+        await wait_until_analysed(db, timeout)
     finally:
         db.dispose()
 
@@ -104,11 +82,11 @@ async def test_a_bad_or_missing_token_is_refused_with_a_reason(running: RunningS
 
 
 async def test_agents_learn_over_http_and_owners_stay_apart(running: RunningService, settings: Settings) -> None:
-    async with http_client(running, "token-alice") as alice:
+    async with http_client(running.mcp_url, "token-alice") as alice:
         await record_lessons(alice)
         await drained(settings)
         await check_served_and_feedback(alice)
-    async with http_client(running, "token-bob") as bob:
+    async with http_client(running.mcp_url, "token-bob") as bob:
         assert (await query(bob, min_confidence=0.0))["templates"] == []
 
 
@@ -117,14 +95,14 @@ async def test_pending_analysis_survives_a_restart_and_runs_once(
 ) -> None:
     first = start_service(settings, config(serve_port, workers=0))
     try:
-        async with http_client(first, "token-alice") as alice:
+        async with http_client(first.mcp_url, "token-alice") as alice:
             ids = await record_lessons(alice)
     finally:
         first.stop()
     second = start_service(settings, config(serve_port, workers=2))
     try:
         await drained(settings)
-        async with http_client(second, "token-alice") as alice:
+        async with http_client(second.mcp_url, "token-alice") as alice:
             served = await query(alice, min_confidence=0.0)
     finally:
         second.stop()
