@@ -80,7 +80,7 @@ class AnalysisService:
         return BatchReport(len(claimed), learned)
 
     def _analyse(self, owner: str, ids: list[uuid.UUID]) -> int:
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             store = SqlTrajectoryStore(session)
             batch = store.load_many(owner, ids)
             history = self._history(store, owner, batch)

@@ -20,6 +20,9 @@ from cluster.tools import build_server
 
 logger = logging.getLogger(__name__)
 
+# Stateless mode ends a "session" on every request and the SDK logs each one at INFO.
+logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+
 
 class BearerAuth:
     """Rejects MCP requests without a valid bearer token before any tool runs (401, JSON detail)."""

@@ -6,9 +6,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import Table, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from cluster.core.api import RecordResult
@@ -34,6 +34,28 @@ class TrajectoryLimits:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+# The append path runs once per recorded node: its statements are built once (their compiled form
+# and cache key are reused) and run as Core statements, without the ORM's per-row bookkeeping.
+_T = cast(Table, TrajectoryRow.__table__)
+_N = cast(Table, NodeRow.__table__)
+_LOCK_FOR_APPEND = (
+    select(_T.c.status, _T.c.node_count)
+    .where(_T.c.owner == bindparam("by_owner"), _T.c.trajectory_id == bindparam("by_trajectory"))
+    .with_for_update()
+)
+_KNOWN_NODES = select(_N.c.node_id, _N.c.payload_hash).where(
+    _N.c.owner == bindparam("by_owner"),
+    _N.c.trajectory_id == bindparam("by_trajectory"),
+    _N.c.node_id.in_(bindparam("node_ids", expanding=True)),
+)
+_INSERT_NODES = insert(_N)
+_COUNT_NODES = (
+    update(_T)
+    .where(_T.c.owner == bindparam("by_owner"), _T.c.trajectory_id == bindparam("by_trajectory"))
+    .values(node_count=bindparam("node_count"))
+)
 
 
 class SqlTrajectoryStore:
@@ -72,45 +94,42 @@ class SqlTrajectoryStore:
         return _trajectory(row, ())
 
     def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
-        row = self._row(owner, trajectory_id, lock=True)
+        conn = self._session.connection()
+        key = {"by_owner": owner, "by_trajectory": trajectory_id}
+        locked = conn.execute(_LOCK_FOR_APPEND, key).first()
+        if locked is None:
+            raise NotFound(f"trajectory {trajectory_id} not found; open it with its header first")
+        status, count = locked
         ids = [n.node_id for n in nodes]
         wanted = set(ids) | {n.parent_id for n in nodes if n.parent_id is not None}
-        known: dict[uuid.UUID, tuple[str, uuid.UUID | None]] = {
-            node_id: (digest, parent)
-            for node_id, digest, parent in self._session.execute(
-                select(NodeRow.node_id, NodeRow.payload_hash, NodeRow.parent_id).where(
-                    NodeRow.owner == owner, NodeRow.trajectory_id == trajectory_id, NodeRow.node_id.in_(wanted)
-                )
-            )
-        }
+        known: dict[uuid.UUID, str] = dict(conn.execute(_KNOWN_NODES, {**key, "node_ids": list(wanted)}).all())
         fresh: list[NodeIn] = []
         for node in nodes:
             stored = known.get(node.node_id)
             if stored is None:
                 fresh.append(node)
-            elif stored[0] != node.payload_hash():
+            elif stored != node.payload_hash():
                 raise Conflict(f"node {node.node_id} was already recorded with a different payload")
         if not fresh:
-            return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=row.node_count)
-        if row.status != TrajectoryStatus.OPEN.value:
+            return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=count)
+        if status != TrajectoryStatus.OPEN.value:
             raise TrajectoryClosed(f"trajectory {trajectory_id} is finalized; it accepts no new nodes")
         check_batch(
             fresh,
             max_context_bytes=self._limits.max_context_bytes,
-            existing_count=row.node_count,
+            existing_count=count,
             max_nodes=self._limits.max_trajectory_nodes,
         )
-        self._check_parents(owner, row, fresh, known)
-        self._session.execute(
-            insert(NodeRow),
-            [_node_values(owner, trajectory_id, node, row.node_count + i) for i, node in enumerate(fresh)],
+        self._check_parents(owner, trajectory_id, fresh, known)
+        conn.execute(
+            _INSERT_NODES, [_node_values(owner, trajectory_id, node, count + i) for i, node in enumerate(fresh)]
         )
-        row.node_count += len(fresh)
-        self._session.flush()
-        return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=row.node_count)
+        count += len(fresh)
+        conn.execute(_COUNT_NODES, {**key, "node_count": count})
+        return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=count)
 
     def _check_parents(
-        self, owner: str, row: TrajectoryRow, fresh: Sequence[NodeIn], known: dict[uuid.UUID, Any]
+        self, owner: str, trajectory_id: uuid.UUID, fresh: Sequence[NodeIn], known: dict[uuid.UUID, str]
     ) -> None:
         # A parent must be stored already or come earlier in the same batch: the tree then can
         # never hold a cycle or a dangling branch.
@@ -121,12 +140,12 @@ class SqlTrajectoryStore:
                 roots += 1
             elif node.parent_id not in known and node.parent_id not in earlier:
                 raise NotFound(
-                    f"node {node.node_id}: parent {node.parent_id} is unknown in trajectory {row.trajectory_id}; "
+                    f"node {node.node_id}: parent {node.parent_id} is unknown in trajectory {trajectory_id}; "
                     "record the parent first"
                 )
             earlier.add(node.node_id)
-        if roots and (roots > 1 or self._has_root(owner, row.trajectory_id)):
-            raise Conflict(f"trajectory {row.trajectory_id} already has a root; give the node a parent_id")
+        if roots and (roots > 1 or self._has_root(owner, trajectory_id)):
+            raise Conflict(f"trajectory {trajectory_id} already has a root; give the node a parent_id")
 
     def _has_root(self, owner: str, trajectory_id: uuid.UUID) -> bool:
         found = self._session.scalar(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +16,7 @@ from sqlalchemy import event
 from cluster.capture import CaptureService
 from cluster.core.errors import Conflict, LimitExceeded, NotFound, TrajectoryClosed
 from cluster.core.trajectory import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
-from cluster.stores.db import Database
+from cluster.stores.db import Database, SqliteWriteLock
 from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
 
 OWNER = "team-a"
@@ -260,3 +263,60 @@ def test_trajectory_ids_are_uuids_client_or_server_made() -> None:
     assert isinstance(make_node().node_id, uuid.UUID)
     given = uuid.uuid4()
     assert make_node(node_id=str(given)).node_id == given
+
+
+def _record_branch(url: str, trajectory_id: str, parent_id: str, count: int) -> None:
+    """Runs in another process: appends a chain of ``count`` nodes under ``parent_id``."""
+    db = Database(url)
+    capture = CaptureService(db, TrajectoryLimits(max_trajectory_nodes=500))
+    parent = uuid.UUID(parent_id)
+    for _ in range(count):
+        node = NodeIn.model_validate({**make_node().model_dump(mode="json"), "parent_id": str(parent)})
+        capture.record(OWNER, uuid.UUID(trajectory_id), [node])
+        parent = node.node_id
+    db.dispose()
+
+
+def test_writers_in_several_processes_lose_nothing(database: Database) -> None:
+    capture = CaptureService(database, TrajectoryLimits(max_trajectory_nodes=500))
+    header = TrajectoryHeader(agent_id="a", task="branches from several processes")
+    root = make_node()
+    capture.record(OWNER, header.trajectory_id, [root], header=header)
+    context = multiprocessing.get_context("spawn")
+    url = database.engine.url.render_as_string(hide_password=False)
+    workers = [
+        context.Process(target=_record_branch, args=(url, str(header.trajectory_id), str(root.node_id), 25))
+        for _ in range(3)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0, 0]
+    loaded = capture.load(OWNER, header.trajectory_id)
+    assert len(loaded.nodes) == 76
+    assert sorted(n.seq for n in loaded.nodes) == list(range(76))
+
+
+def _hold_write_lock(path: str, log: str, held: Any) -> None:
+    with SqliteWriteLock(path):
+        held.set()
+        with open(log, "a") as out:
+            out.write("first-start\n")
+        time.sleep(0.3)
+        with open(log, "a") as out:
+            out.write("first-end\n")
+
+
+def test_sqlite_write_lock_queues_writers_of_other_processes(tmp_path: Path) -> None:
+    path, log = str(tmp_path / "x.db"), str(tmp_path / "order.log")
+    context = multiprocessing.get_context("spawn")
+    held = context.Event()
+    first = context.Process(target=_hold_write_lock, args=(path, log, held))
+    first.start()
+    assert held.wait(60)
+    with SqliteWriteLock(path):
+        with open(log, "a") as out:
+            out.write("second\n")
+    first.join(timeout=60)
+    assert Path(log).read_text().split() == ["first-start", "first-end", "second"]
