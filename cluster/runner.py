@@ -17,7 +17,7 @@ import ray
 from ray import serve
 
 from actors.pool import start_background, stop_pool
-from cluster.serve_app import build_app
+from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import ServeConfig
 from cluster.settings import Settings
 from cluster.stores.db import Database
@@ -105,8 +105,12 @@ def start_service(settings: Settings, config: ServeConfig, *, quiet: bool = Fals
     )
     try:
         ensure_ray(settings, quiet=quiet)
-        serve.start(http_options={"host": config.http.host, "port": config.http.port})
-        serve.run(build_app(settings, config.ingress), name=APP_NAME, route_prefix="/")
+        env = ingress_env(config.http)
+        serve.start(
+            http_options={"host": config.http.host, "port": config.http.port},
+            controller_options={"runtime_env": {"env_vars": env}} if env else None,
+        )
+        serve.run(build_app(settings, config.ingress, env), name=APP_NAME, route_prefix="/")
         running.start_workers()
     except BaseException:
         if milvus_server is not None:

@@ -11,7 +11,8 @@ from starlette.types import ASGIApp
 
 from cluster.auth import OwnerResolver
 from cluster.http import build_http_app
-from cluster.serve_config import IngressConfig
+from cluster.net import free_port
+from cluster.serve_config import HttpConfig, IngressConfig
 from cluster.services import build_services
 from cluster.settings import Settings, load_settings
 
@@ -52,9 +53,35 @@ def app_builder(args: AppArgs) -> Application:
     return build_app(load_settings(), args.ingress)
 
 
-def build_app(settings: Settings, ingress: IngressConfig) -> Application:
+def build_app(settings: Settings, ingress: IngressConfig, env: dict[str, str] | None = None) -> Application:
+    """The Serve application; ``env`` is the replicas' share of :func:`ingress_env`."""
+    actor_options: dict[str, object] = {"num_cpus": ingress.num_cpus}
+    if env:
+        actor_options["runtime_env"] = {"env_vars": env}
     return Ingress.options(  # type: ignore[attr-defined,no-any-return]
         num_replicas=ingress.num_replicas,
         max_ongoing_requests=ingress.max_ongoing_requests,
-        ray_actor_options={"num_cpus": ingress.num_cpus},
+        ray_actor_options=actor_options,
     ).bind(settings)
+
+
+def ingress_env(http: HttpConfig) -> dict[str, str]:
+    """Environment the Serve controller and the replicas need for ``http.ingress``.
+
+    Serve reads these flags when its processes start, so they travel as runtime environments of
+    the controller and the replicas rather than as settings of a running instance.
+    """
+    if http.ingress == "proxy":
+        return {}
+    return {
+        # HAProxy on the port, each replica serving HTTP itself (Serve's direct ingress).
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        # The local HAProxy drops a stopping replica at once; Serve's 30 s default hold is meant
+        # for cloud load balancers and would only slow every stop and redeploy.
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+        # HAProxy's side listeners (fallback proxy, stats, metrics) have fixed default ports; free
+        # ones let two instances share a machine (a running service and a test run).
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+    }

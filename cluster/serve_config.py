@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,14 @@ class _Section(BaseModel):
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    ingress: Literal["haproxy", "proxy"] = Field(
+        default="haproxy",
+        description=(
+            "haproxy: Ray Serve's bundled HAProxy listens on the port and forwards straight to the "
+            "replicas (direct ingress). proxy: Serve's Python proxy actor relays every request "
+            "through a Ray call, several times slower per request."
+        ),
+    )
 
 
 class IngressConfig(_Section):
