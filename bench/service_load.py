@@ -1,23 +1,26 @@
 """Load benchmark of the deployed service: concurrent simulated agents recording over MCP/HTTP.
 
-Starts `hindsight serve` (Ray Serve + attribution pool) on a fresh embedded data directory and
-measures, for 8, 32 and 128 concurrent agents:
+Starts `hindsight serve` (deploy/serve.yaml: HAProxy ingress, two replicas, attribution pool) on a
+fresh embedded data directory and measures, for 8, 32 and 128 concurrent agents:
   * single-node `record_trajectory_node` calls: calls/s and p50/p99 latency;
   * batched `record_trajectory_nodes` (50 nodes a call): nodes/s;
-  * finalize → experience queryable lag (p50/p95), polling `query_experience`.
-Baseline in the same run: `GET /health` at the same concurrency, the transport ceiling of this
-machine (Serve proxy + replica + client, no MCP, no store). With ``--direct`` the same app also runs
-in a single uvicorn process (no Ray Serve proxy, analysis off) and is measured the same way, which
-isolates what the Serve hop costs; ``--in-process`` measures the MCP client connected in process (no
-HTTP), the floor of the tool + store path.
+  * finalize -> experience queryable lag (p50/p95), polling `query_experience`.
+Each agent speaks MCP's Streamable HTTP wire format itself (JSON-RPC `tools/call` POSTs, stateless
+JSON responses) so that the load generator, on the same two cores, leaves the CPU to the server;
+``--sdk-client`` measures with the official MCP client instead (the lag phase always uses it).
+Baselines in the same run: `GET /health` at the same concurrency (the transport ceiling), and the
+same deployment behind Serve's Python proxy (``ingress: proxy``). ``--direct`` adds the app in a
+single uvicorn process (no Ray Serve, analysis off) and ``--in-process`` the official client
+connected in process (no HTTP: the floor of the SDK + store path).
 
-    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 20] [--direct] [--in-process]
+    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 50] [--direct] [--in-process]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import subprocess
@@ -25,20 +28,23 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import aiohttp
 import httpx
 import ray
 from mcp import Client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+from ray import serve
 
 from cluster.client import http_client
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service
-from cluster.serve_config import load_serve_config
+from cluster.serve_config import ServeConfig, load_serve_config
 from cluster.settings import Settings
 
 TOKEN = "bench-token"
@@ -61,11 +67,73 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
 
 
-async def call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    if result.is_error:
-        raise RuntimeError(f"{tool}: {result.content}")
-    return result.structured_content or {}
+class Agent(Protocol):
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class SdkAgent:
+    """An agent on the official MCP client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self.client.call_tool(tool, args)
+        if result.is_error:
+            raise RuntimeError(f"{tool}: {result.content}")
+        return result.structured_content or {}
+
+
+class WireAgent:
+    """An agent that writes MCP's Streamable HTTP messages itself: one JSON-RPC POST a tool call,
+    answered with a JSON body by the stateless endpoint. The wire format of the official client,
+    without its per-call session machinery."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        message = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": args},
+        }
+        async with self.http.post(self.url, data=json.dumps(message)) as response:
+            body = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{tool}: HTTP {response.status} {body[:200]!r}")
+        reply = json.loads(body)
+        if "error" in reply:
+            raise RuntimeError(f"{tool}: {reply['error']}")
+        result = reply["result"]
+        if result.get("isError"):
+            raise RuntimeError(f"{tool}: {result.get('content')}")
+        return result.get("structuredContent") or {}
+
+
+@asynccontextmanager
+async def wire_agents(mcp_url: str, n: int) -> AsyncIterator[list[Agent]]:
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": LATEST_HANDSHAKE_VERSION,
+    }
+    connector = aiohttp.TCPConnector(limit=n)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(headers=headers, connector=connector, timeout=timeout) as http:
+        yield [WireAgent(http, mcp_url) for _ in range(n)]
+
+
+@asynccontextmanager
+async def sdk_agents(mcp_url: str, n: int) -> AsyncIterator[list[Agent]]:
+    async with AsyncExitStack() as stack:
+        # Entered and left in nesting order: each client owns a task group.
+        yield [SdkAgent(await stack.enter_async_context(http_client(mcp_url, TOKEN, timeout=120))) for _ in range(n)]
 
 
 async def run_agents(n: int, work: Callable[[int], Awaitable[list[float]]]) -> tuple[float, list[float]]:
@@ -75,13 +143,15 @@ async def run_agents(n: int, work: Callable[[int], Awaitable[list[float]]]) -> t
 
 
 async def health_ceiling(url: str, agents: int, calls: int) -> float:
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=agents)) as http:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=agents)) as http:
 
         async def agent(_: int) -> list[float]:
             out = []
             for _ in range(calls):
                 t = time.perf_counter()
-                (await http.get(f"{url}/health")).raise_for_status()
+                async with http.get(f"{url}/health") as response:
+                    await response.read()
+                    response.raise_for_status()
                 out.append(time.perf_counter() - t)
             return out
 
@@ -89,7 +159,7 @@ async def health_ceiling(url: str, agents: int, calls: int) -> float:
     return len(lat) / elapsed
 
 
-async def single_node_calls(clients: list[Client], calls: int) -> tuple[float, float, float]:
+async def single_node_calls(agents: list[Agent], calls: int) -> tuple[float, float, float]:
     async def agent(i: int) -> list[float]:
         tid = str(uuid.uuid4())
         parent = None
@@ -100,16 +170,16 @@ async def single_node_calls(clients: list[Client], calls: int) -> tuple[float, f
             if k == 0:
                 args |= {"task": "bench", "agent_id": f"agent-{i}"}
             t = time.perf_counter()
-            await call(clients[i], "record_trajectory_node", args)
+            await agents[i].call("record_trajectory_node", args)
             out.append(time.perf_counter() - t)
             parent = n["node_id"]
         return out
 
-    elapsed, lat = await run_agents(len(clients), agent)
+    elapsed, lat = await run_agents(len(agents), agent)
     return len(lat) / elapsed, percentile(lat, 0.5) * 1000, percentile(lat, 0.99) * 1000
 
 
-async def batched_calls(clients: list[Client], batches: int, size: int = 50) -> float:
+async def batched_calls(agents: list[Agent], batches: int, size: int = 50) -> float:
     async def agent(i: int) -> list[float]:
         out = []
         for b in range(batches):
@@ -117,30 +187,28 @@ async def batched_calls(clients: list[Client], batches: int, size: int = 50) -> 
             for _ in range(size - 1):
                 nodes.append(node(nodes[-1]["node_id"], 10, "add_item", True))
             t = time.perf_counter()
-            await call(
-                clients[i],
+            await agents[i].call(
                 "record_trajectory_nodes",
                 {"trajectory_id": str(uuid.uuid4()), "nodes": nodes, "task": "bench", "agent_id": f"a{i}-{b}"},
             )
             out.append(time.perf_counter() - t)
         return out
 
-    elapsed, lat = await run_agents(len(clients), agent)
+    elapsed, lat = await run_agents(len(agents), agent)
     return len(lat) * size / elapsed
 
 
-async def learning_lag(clients: list[Client], timeout_s: float = 60) -> list[float]:
+async def learning_lag(agents: list[Agent], timeout_s: float = 60) -> list[float]:
     """Each agent teaches one lesson under its own task type and times until it is served."""
 
     async def agent(i: int) -> list[float]:
-        client = clients[i]
+        client = agents[i]
         task_type = f"import-{uuid.uuid4().hex[:8]}"
         runs = [(10, "add_item", True), (20, "add_item", True), (150, "add_item", False), (200, "add_item", False)]
         runs += [(100, "bulk_import", True), (500, "bulk_import", True)]
         for rows, action, ok in runs:
             tid = str(uuid.uuid4())
-            await call(
-                client,
+            await client.call(
                 "record_trajectory_node",
                 {
                     "trajectory_id": tid,
@@ -151,16 +219,16 @@ async def learning_lag(clients: list[Client], timeout_s: float = 60) -> list[flo
                     "task_type": task_type,
                 },
             )
-            await call(client, "finalize_trajectory", {"trajectory_id": tid, "outcome": "success" if ok else "failure"})
+            await client.call("finalize_trajectory", {"trajectory_id": tid, "outcome": "success" if ok else "failure"})
         finalized = time.perf_counter()
         query = {"context": "import 300 products", "role": "executor", "task_type": task_type, "min_confidence": 0}
         while time.perf_counter() - finalized < timeout_s:
-            if (await call(client, "query_experience", query))["templates"]:
+            if (await client.call("query_experience", query))["templates"]:
                 return [time.perf_counter() - finalized]
             await asyncio.sleep(0.05)
         return [float("inf")]
 
-    _, lags = await run_agents(len(clients), agent)
+    _, lags = await run_agents(len(agents), agent)
     return lags
 
 
@@ -206,31 +274,31 @@ def direct_target(data_dir: Path) -> Iterator[Target]:
 
 
 async def bench(
-    service: Target | RunningService, agents: list[int], calls: int, *, lag: bool = True
+    target: Target, agents: list[int], calls: int, *, sdk_client: bool = False, lag: bool = True
 ) -> list[dict[str, Any]]:
     rows = []
-    name = service.name if isinstance(service, Target) else "ray-serve"
     for n in agents:
-        async with AsyncExitStack() as stack:
-            # Entered and left in nesting order: each client owns a task group.
-            clients = [
-                await stack.enter_async_context(http_client(service.mcp_url, TOKEN, timeout=120)) for _ in range(n)
-            ]
-            ceiling = await health_ceiling(service.url, n, calls)
-            rate, p50, p99 = await single_node_calls(clients, calls)
-            nodes_per_s = await batched_calls(clients, max(1, calls // 10))
-            lags = await learning_lag(clients[: min(n, 8)]) if lag else [0.0]
+        make_agents = sdk_agents if sdk_client else wire_agents
+        ceiling = await health_ceiling(target.url, n, calls)
+        async with make_agents(target.mcp_url, n) as fleet:
+            rate, p50, p99 = await single_node_calls(fleet, calls)
+            nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
+        lags = [0.0]
+        if lag:
+            async with sdk_agents(target.mcp_url, min(n, 8)) as teachers:
+                lags = await learning_lag(teachers)
         row = {
-            "transport": name,
+            "transport": target.name,
+            "client": "sdk" if sdk_client else "wire",
             "agents": n,
             "health_req_per_s": round(ceiling, 1),
             "single_calls_per_s": round(rate, 1),
             "single_p50_ms": round(p50, 1),
             "single_p99_ms": round(p99, 1),
             "batched_nodes_per_s": round(nodes_per_s, 1),
-            "lag_p50_s": round(statistics.median(lags), 2),
-            "lag_p95_s": round(percentile(lags, 0.95), 2),
         }
+        if lag:
+            row |= {"lag_p50_s": round(statistics.median(lags), 2), "lag_p95_s": round(percentile(lags, 0.95), 2)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -248,12 +316,13 @@ async def in_process(agents: list[int], calls: int, data_dir: Path) -> list[dict
         for n in agents:
             async with AsyncExitStack() as stack:
                 server = build_server(services, OwnerResolver({}, "bench"))
-                clients = [await stack.enter_async_context(Client(server)) for _ in range(n)]
-                rate, p50, p99 = await single_node_calls(clients, calls)
-                nodes_per_s = await batched_calls(clients, max(1, calls // 10))
+                fleet: list[Agent] = [SdkAgent(await stack.enter_async_context(Client(server))) for _ in range(n)]
+                rate, p50, p99 = await single_node_calls(fleet, calls)
+                nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
             rows.append(
                 {
                     "transport": "in-process",
+                    "client": "sdk",
                     "agents": n,
                     "single_calls_per_s": round(rate, 1),
                     "single_p50_ms": round(p50, 1),
@@ -267,14 +336,29 @@ async def in_process(agents: list[int], calls: int, data_dir: Path) -> list[dict
     return rows
 
 
+def on_serve(
+    settings: Settings, config: ServeConfig, name: str, run: Callable[[Target], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Start the service with ``config``, run the measurements, stop it (and Serve with it, since
+    the ingress mode is fixed when Serve starts)."""
+    service: RunningService = start_service(settings, config, quiet=True)
+    try:
+        return run(Target(name, service.url))
+    finally:
+        service.stop()
+        serve.shutdown()
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve-direct":
         serve_direct(sys.argv[2], int(sys.argv[3]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32, 128])
-    parser.add_argument("--calls", type=int, default=20, help="single-node calls per agent")
+    parser.add_argument("--calls", type=int, default=50, help="single-node calls per agent")
     parser.add_argument("--config", type=Path, default=Path("deploy/serve.yaml"))
+    parser.add_argument("--sdk-client", action="store_true", help="also measure with the official MCP client")
+    parser.add_argument("--no-proxy-baseline", action="store_true", help="skip the Serve Python proxy baseline")
     parser.add_argument("--direct", action="store_true", help="also measure the app on plain uvicorn")
     parser.add_argument("--in-process", action="store_true", help="also measure the MCP client in process")
     args = parser.parse_args()
@@ -282,20 +366,34 @@ def main() -> None:
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(data_dir=Path(tmp) / "serve", auth_tokens={TOKEN: "bench"})
-        service = start_service(settings, config, quiet=True)
+
+        def settings(name: str) -> Settings:
+            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"})
+
+        label = f"serve/{config.http.ingress} x{config.ingress.num_replicas}"
         try:
-            rows += asyncio.run(bench(service, args.agents, args.calls))
+            rows += on_serve(settings("serve"), config, label, lambda t: asyncio.run(bench(t, args.agents, args.calls)))
+            if args.sdk_client:
+                rows += on_serve(
+                    settings("serve-sdk"),
+                    config,
+                    label,
+                    lambda t: asyncio.run(bench(t, args.agents, args.calls, sdk_client=True, lag=False)),
+                )
+            if not args.no_proxy_baseline and config.http.ingress != "proxy":
+                proxy = config.model_copy(update={"http": config.http.model_copy(update={"ingress": "proxy"})})
+                rows += on_serve(
+                    settings("serve-proxy"),
+                    proxy,
+                    f"serve/proxy x{config.ingress.num_replicas}",
+                    lambda t: asyncio.run(bench(t, args.agents, args.calls, lag=False)),
+                )
         finally:
-            service.stop()
             ray.shutdown()
         if args.direct:
-            # No attribution workers here: the lag column then measures nothing and is left out.
+            # No attribution workers here: the lag columns would measure nothing and are left out.
             with direct_target(Path(tmp) / "direct") as target:
-                rows += [
-                    {k: v for k, v in row.items() if not k.startswith("lag")}
-                    for row in asyncio.run(bench(target, args.agents, args.calls, lag=False))
-                ]
+                rows += asyncio.run(bench(target, args.agents, args.calls, lag=False))
         if args.in_process:
             rows += asyncio.run(in_process(args.agents, args.calls, Path(tmp) / "in-process"))
     header = list(rows[0])
