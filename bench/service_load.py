@@ -273,32 +273,43 @@ def direct_target(data_dir: Path) -> Iterator[Target]:
         process.wait(timeout=30)
 
 
-async def bench(
+async def drive(name: str, url: str, n: int, calls: int, sdk_client: bool, lag: bool) -> dict[str, Any]:
+    """One row: ``n`` agents against ``url``. Runs in a process of its own (see :func:`bench`)."""
+    mcp_url = f"{url}/mcp/"
+    make_agents = sdk_agents if sdk_client else wire_agents
+    ceiling = await health_ceiling(url, n, calls)
+    async with make_agents(mcp_url, n) as fleet:
+        rate, p50, p99 = await single_node_calls(fleet, calls)
+        nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
+    row = {
+        "transport": name,
+        "client": "sdk" if sdk_client else "wire",
+        "agents": n,
+        "health_req_per_s": round(ceiling, 1),
+        "single_calls_per_s": round(rate, 1),
+        "single_p50_ms": round(p50, 1),
+        "single_p99_ms": round(p99, 1),
+        "batched_nodes_per_s": round(nodes_per_s, 1),
+    }
+    if lag:
+        async with sdk_agents(mcp_url, min(n, 8)) as teachers:
+            lags = await learning_lag(teachers)
+        row |= {"lag_p50_s": round(statistics.median(lags), 2), "lag_p95_s": round(percentile(lags, 0.95), 2)}
+    return row
+
+
+def bench(
     target: Target, agents: list[int], calls: int, *, sdk_client: bool = False, lag: bool = True
 ) -> list[dict[str, Any]]:
+    """Drive ``target`` with each fleet size. The agents run in a fresh process, like any external
+    load generator: in this one they would share the GIL with the Ray driver's threads."""
     rows = []
     for n in agents:
-        make_agents = sdk_agents if sdk_client else wire_agents
-        ceiling = await health_ceiling(target.url, n, calls)
-        async with make_agents(target.mcp_url, n) as fleet:
-            rate, p50, p99 = await single_node_calls(fleet, calls)
-            nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
-        lags = [0.0]
-        if lag:
-            async with sdk_agents(target.mcp_url, min(n, 8)) as teachers:
-                lags = await learning_lag(teachers)
-        row = {
-            "transport": target.name,
-            "client": "sdk" if sdk_client else "wire",
-            "agents": n,
-            "health_req_per_s": round(ceiling, 1),
-            "single_calls_per_s": round(rate, 1),
-            "single_p50_ms": round(p50, 1),
-            "single_p99_ms": round(p99, 1),
-            "batched_nodes_per_s": round(nodes_per_s, 1),
-        }
-        if lag:
-            row |= {"lag_p50_s": round(statistics.median(lags), 2), "lag_p95_s": round(percentile(lags, 0.95), 2)}
+        job = {"name": target.name, "url": target.url, "n": n, "calls": calls, "sdk_client": sdk_client, "lag": lag}
+        out = subprocess.run(
+            [sys.executable, __file__, "--drive", json.dumps(job)], check=True, capture_output=True, text=True
+        )
+        row = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -353,6 +364,9 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve-direct":
         serve_direct(sys.argv[2], int(sys.argv[3]))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--drive":
+        print(json.dumps(asyncio.run(drive(**json.loads(sys.argv[2])))))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--calls", type=int, default=50, help="single-node calls per agent")
@@ -372,13 +386,13 @@ def main() -> None:
 
         label = f"serve/{config.http.ingress} x{config.ingress.num_replicas}"
         try:
-            rows += on_serve(settings("serve"), config, label, lambda t: asyncio.run(bench(t, args.agents, args.calls)))
+            rows += on_serve(settings("serve"), config, label, lambda t: bench(t, args.agents, args.calls))
             if args.sdk_client:
                 rows += on_serve(
                     settings("serve-sdk"),
                     config,
                     label,
-                    lambda t: asyncio.run(bench(t, args.agents, args.calls, sdk_client=True, lag=False)),
+                    lambda t: bench(t, args.agents, args.calls, sdk_client=True, lag=False),
                 )
             if not args.no_proxy_baseline and config.http.ingress != "proxy":
                 proxy = config.model_copy(update={"http": config.http.model_copy(update={"ingress": "proxy"})})
@@ -386,14 +400,14 @@ def main() -> None:
                     settings("serve-proxy"),
                     proxy,
                     f"serve/proxy x{config.ingress.num_replicas}",
-                    lambda t: asyncio.run(bench(t, args.agents, args.calls, lag=False)),
+                    lambda t: bench(t, args.agents, args.calls, lag=False),
                 )
         finally:
             ray.shutdown()
         if args.direct:
             # No attribution workers here: the lag columns would measure nothing and are left out.
             with direct_target(Path(tmp) / "direct") as target:
-                rows += asyncio.run(bench(target, args.agents, args.calls, lag=False))
+                rows += bench(target, args.agents, args.calls, lag=False)
         if args.in_process:
             rows += asyncio.run(in_process(args.agents, args.calls, Path(tmp) / "in-process"))
     header = list(rows[0])
