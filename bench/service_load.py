@@ -13,7 +13,7 @@ same deployment behind Serve's Python proxy (``ingress: proxy``). ``--direct`` a
 single uvicorn process (no Ray Serve, analysis off) and ``--in-process`` the official client
 connected in process (no HTTP: the floor of the SDK + store path).
 
-    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 50] [--direct] [--in-process]
+    .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 100] [--direct] [--in-process]
 """
 
 from __future__ import annotations
@@ -279,6 +279,7 @@ async def drive(name: str, url: str, n: int, calls: int, sdk_client: bool, lag: 
     make_agents = sdk_agents if sdk_client else wire_agents
     ceiling = await health_ceiling(url, n, calls)
     async with make_agents(mcp_url, n) as fleet:
+        await single_node_calls(fleet, 5)  # warm-up: connections, replicas' first requests
         rate, p50, p99 = await single_node_calls(fleet, calls)
         nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
     row = {
@@ -369,7 +370,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, nargs="+", default=[8, 32, 128])
-    parser.add_argument("--calls", type=int, default=50, help="single-node calls per agent")
+    parser.add_argument("--calls", type=int, default=100, help="single-node calls per agent")
     parser.add_argument("--config", type=Path, default=Path("deploy/serve.yaml"))
     parser.add_argument("--sdk-client", action="store_true", help="also measure with the official MCP client")
     parser.add_argument("--no-proxy-baseline", action="store_true", help="skip the Serve Python proxy baseline")
