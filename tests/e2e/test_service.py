@@ -11,18 +11,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from mcp import Client, StdioServerParameters
+from ray import serve
 from sqlalchemy import select
 
 from cluster.client import http_client
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service, wait_until_analysed
-from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
+from cluster.serve_config import AttributionConfig, HttpConfig, IngressConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.stores.db import Database
 from cluster.stores.tables import TrajectoryRow
-from tests.e2e.loop import check_served_and_feedback, query, record_lessons
+from tests.e2e.loop import check_served_and_feedback, query, record_lessons, send
+from tests.unit.engine.builders import bulk_vs_single_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ray, pytest.mark.slow]
 
@@ -119,6 +122,42 @@ async def test_pending_analysis_survives_a_restart_and_runs_once(
     # Each run's evidence is counted once even though two workers raced for the batch.
     support = served["templates"][0]["template"]["support"]
     assert support["trajectories"] <= len(ids)
+
+
+def listener(port: int) -> str:
+    """The name of the process listening on ``port``."""
+    for conn in psutil.net_connections("tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid is not None:
+            return psutil.Process(conn.pid).name()
+    raise AssertionError(f"nobody listens on {port}")
+
+
+@pytest.mark.parametrize("ingress", ["haproxy", "proxy"])
+async def test_each_ingress_serves_two_replicas(ray_session: None, settings: Settings, ingress: str) -> None:
+    serve.shutdown()  # Serve fixes its ingress when it starts
+    port = free_port()
+    service = start_service(
+        settings,
+        ServeConfig(
+            http=HttpConfig(port=port, ingress=ingress),  # type: ignore[arg-type]
+            ingress=IngressConfig(num_replicas=2),
+            attribution=AttributionConfig(workers=0),
+        ),
+    )
+    try:
+        assert ("haproxy" in listener(port)) is (ingress == "haproxy")
+        async with http_client(service.mcp_url, "token-alice") as alice:
+            ids = [await send(alice, run) for run in bulk_vs_single_runs()[:4]]
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{service.url}/health")).status_code == 200
+    finally:
+        service.stop()
+        serve.shutdown()
+    db = Database(settings.sql_url())
+    with db.read() as session:
+        statuses = session.scalars(select(TrajectoryRow.status).where(TrajectoryRow.trajectory_id.in_(ids))).all()
+    db.dispose()
+    assert statuses == ["finalized"] * 4
 
 
 async def test_stdio_serves_the_same_tools_and_learns(tmp_path: Path) -> None:
