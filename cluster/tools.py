@@ -57,10 +57,15 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(f"InvalidInput: {exc}") from exc
 
 
+# Store work of all tools in this process shares a few threads: every extra thread only adds GIL
+# hand-offs. Measured on Postgres with 32 agents: 279 calls/s on anyio's default 40 threads, 409 on 4.
+_STORE_THREADS = anyio.CapacityLimiter(4)
+
+
 async def _call(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Run blocking store work off the event loop, mapping errors for the model."""
     with _tool_errors():
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_STORE_THREADS)
 
 
 def _call_here(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
