@@ -237,10 +237,6 @@ class Target:
     name: str
     url: str
 
-    @property
-    def mcp_url(self) -> str:
-        return f"{self.url}/mcp/"
-
 
 def serve_direct(data_dir: str, port: int) -> None:
     """The HTTP app in this process under uvicorn: the reference without Ray Serve."""

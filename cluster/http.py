@@ -20,9 +20,6 @@ from cluster.tools import build_server
 
 logger = logging.getLogger(__name__)
 
-# Stateless mode ends a "session" on every request and the SDK logs each one at INFO.
-logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
-
 
 class BearerAuth:
     """Rejects MCP requests without a valid bearer token before any tool runs (401, JSON detail)."""
@@ -69,6 +66,8 @@ def build_http_app(services: Services, owners: OwnerResolver) -> ASGIApp:
     """The HTTP app: MCP at ``/mcp/``, ``/health`` and ``/metrics``; its lifespan runs the MCP
     session manager."""
     server = build_server(services, owners)
+    # Stateless mode ends a "session" on every request and the SDK logs each one at INFO.
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     # Stateless JSON responses: any replica can answer any request, so replicas scale freely.
     mcp_app = server.streamable_http_app(
         streamable_http_path="/",

@@ -68,12 +68,6 @@ async def _call(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_STORE_THREADS)
 
 
-def _call_here(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run short in-process store work on the event loop, mapping errors for the model."""
-    with _tool_errors():
-        return fn(*args, **kwargs)
-
-
 def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
     """An MCP server exposing ``services``; ``owners`` turns each request's credential into an owner."""
     server: MCPServer = MCPServer(name="hindsight", instructions=INSTRUCTIONS)
@@ -82,6 +76,13 @@ def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
     # costs more than that (the GIL changes hands around every SQLite call), so it runs here.
     # A network database keeps the event loop free for other requests instead.
     capture_inline = services.db.dialect == "sqlite"
+
+    async def capture(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run a trajectory write where it is cheapest for this database (see above)."""
+        if not capture_inline:
+            return await _call(fn, *args, **kwargs)
+        with _tool_errors():
+            return fn(*args, **kwargs)
 
     def timed(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
         def wrap(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -141,10 +142,7 @@ def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
                 header = TrajectoryHeader(
                     trajectory_id=trajectory_id, agent_id=agent_id, role=role, task=task, task_type=task_type
                 )
-        if capture_inline:
-            result = _call_here(services.capture.record, owner, trajectory_id, nodes, header)
-        else:
-            result = await _call(services.capture.record, owner, trajectory_id, nodes, header)
+        result = await capture(services.capture.record, owner, trajectory_id, nodes, header)
         metrics.nodes_written.inc(len(nodes))
         return result
 
@@ -164,10 +162,7 @@ def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
         owner = owner_of(ctx)
         with _tool_errors():
             result = Outcome(status=outcome, summary=summary, served_template_ids=served_template_ids)
-        if capture_inline:
-            trajectory = _call_here(services.capture.finalize, owner, trajectory_id, result)
-        else:
-            trajectory = await _call(services.capture.finalize, owner, trajectory_id, result)
+        trajectory = await capture(services.capture.finalize, owner, trajectory_id, result)
         return FinalizeResult(
             trajectory_id=trajectory_id, status=trajectory.status, outcome=outcome, queued_for_analysis=True
         )
