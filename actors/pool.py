@@ -13,10 +13,9 @@ from typing import Any
 
 import ray
 
-from cluster.analysis import analysis_for
-from cluster.maintenance import run_maintenance
+from cluster.memory.maintenance import run_maintenance
 from cluster.serve_config import AttributionConfig, MaintenanceConfig, ServeConfig
-from cluster.services import build_services
+from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
 
 logger = logging.getLogger(__name__)

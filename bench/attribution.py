@@ -30,7 +30,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from actors.engine import attribute_batch
-from cluster.core.trajectory import (
+from cluster.trajectories.models import (
     ExecutionResult,
     Node,
     Outcome,

@@ -34,15 +34,16 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import insert
 
-from cluster.core.experience import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.embedding import OnnxMiniLMEmbedder
+from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import content_hash, embedding_text
+from cluster.experience.ports import IndexRow
 from cluster.experience.service import ExperienceService
-from cluster.stores.db import Database
-from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
-from cluster.stores.experience_tables import ExperienceTemplateRow
-from cluster.stores.migrate import upgrade
-from cluster.stores.milvus import open_milvus
+from cluster.experience.tables import ExperienceTemplateRow
+from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Support
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import open_milvus
 
 OWNERS = [f"owner-{i}" for i in range(10)]
 ROLES = ["planner", "executor", "verifier"]

@@ -30,13 +30,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from bench.locomo.run import DEFAULT_DATA, load
-from cluster.core.memory import MemoryQuery, MemoryWrite, utcnow
+from cluster.core.types import utcnow
 from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.memory import MemoryService, MilvusMemoryIndex
-from cluster.memory.store import Visibility
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.milvus import open_milvus
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryQuery, MemoryWrite
+from cluster.memory.repository import Visibility
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import open_milvus
 
 OWNER = "bench-owner"
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, insert, make_url, text
 
-from cluster.capture import CaptureService
-from cluster.core.trajectory import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.tables import NodeRow
-from cluster.stores.trajectories import TrajectoryLimits, _node_values
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.trajectories.capture import CaptureService
+from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
+from cluster.trajectories.repository import TrajectoryLimits, _node_values
+from cluster.trajectories.tables import NodeRow
 
 OWNER = "bench"
 

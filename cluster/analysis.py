@@ -12,16 +12,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from actors.engine import attribute_batch
-from cluster.core.experience import ExperienceTemplate
-from cluster.core.trajectory import ResultStatus, Trajectory
-from cluster.stores.db import Database
-from cluster.stores.trajectories import SqlTrajectoryStore
-
-if TYPE_CHECKING:
-    from cluster.services import Services
+from cluster.experience.templates import ExperienceTemplate
+from cluster.storage.db import Database
+from cluster.trajectories.models import ResultStatus, Trajectory
+from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -114,13 +111,3 @@ class AnalysisService:
             outcome.status is ResultStatus.SUCCESS,
             trajectory.trajectory_id,
         )
-
-
-def analysis_for(services: Services, *, batch_size: int | None = None, history_limit: int = 200) -> AnalysisService:
-    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``."""
-    return AnalysisService(
-        services.db,
-        services.experience,
-        batch_size=batch_size or services.settings.analysis_batch_size,
-        history_limit=history_limit,
-    )

@@ -35,7 +35,7 @@ def _until_signalled() -> None:
 @app.command()
 def migrate() -> None:
     """Create or upgrade the SQL schema (SQLite file or Postgres) to the current version."""
-    from cluster.stores.migrate import upgrade
+    from cluster.storage.migrate import upgrade
 
     settings = load_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +109,7 @@ def stdio() -> None:
 @app.command()
 def maintain() -> None:
     """One memory maintenance pass: promote what turned out to matter, archive the idle, purge the expired."""
-    from cluster.maintenance import run_maintenance
+    from cluster.memory.maintenance import run_maintenance
     from cluster.services import build_services
 
     services = build_services(load_settings())

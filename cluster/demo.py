@@ -31,7 +31,7 @@ from cluster.net import free_port
 from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig
 from cluster.settings import Settings
-from cluster.stores.db import Database
+from cluster.storage.db import Database
 
 
 def _token(condition: Condition) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from cluster.analysis import AnalysisService, analysis_for
+from cluster.analysis import AnalysisService
 from cluster.auth import OwnerResolver
-from cluster.services import build_services
+from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
 from cluster.tools import build_server
 

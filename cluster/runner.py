@@ -20,10 +20,10 @@ from actors.pool import start_background, stop_pool
 from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import ServeConfig
 from cluster.settings import Settings
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.milvus import MilvusLiteServer, is_lite_target
-from cluster.stores.trajectories import SqlTrajectoryStore
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import MilvusLiteServer, is_lite_target
+from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cluster.capture import CaptureService
+from cluster.analysis import AnalysisService
+from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder
-from cluster.experience.service import ExperienceService, build_experience_service
-from cluster.memory.factory import build_memory_service
+from cluster.experience.index import MilvusExperienceIndex
+from cluster.experience.service import ExperienceService
+from cluster.memory.index import COLLECTION, MilvusMemoryIndex
+from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
 from cluster.memory.service import MemoryService
 from cluster.metrics import Metrics
 from cluster.settings import Settings
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.milvus import connect
-from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import open_milvus
+from cluster.trajectories.capture import CaptureService
+from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +81,7 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     db = Database(url)
     # One embedder and one Milvus client per process, shared by both libraries.
     embedder = build_embedder(settings.embedding)
-    milvus = connect(settings)
+    milvus = milvus_client(settings)
     services = Services(
         settings=settings,
         db=db,
@@ -89,3 +93,75 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     services.metrics.on_scrape(services.refresh_queue_metrics)
     services.metrics.on_scrape(services.refresh_cache_metrics)
     return services
+
+
+def milvus_client(settings: Settings, *, timeout: float = 30.0) -> Any:
+    """A client for ``settings.milvus_target()`` with ``settings.milvus_token``."""
+    token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
+    return open_milvus(settings.milvus_target(), token, timeout=timeout)
+
+
+def build_experience_service(
+    settings: Settings, db: Database, *, embedder: Embedder | None = None, client: Any = None
+) -> ExperienceService:
+    """The service the settings describe: embedder from ``settings.embedding``, Milvus from
+    ``settings.milvus_target()`` (see ``cluster.storage.milvus`` for who may open a Lite file),
+    ``experience_top_k`` and ``confidence_threshold`` as defaults. Pass ``embedder``/``client`` to share them.
+    """
+    embedder = embedder or build_embedder(settings.embedding)
+    index = MilvusExperienceIndex(client or milvus_client(settings), dimension=embedder.dimension)
+    return ExperienceService(
+        db, index, embedder, top_k=settings.experience_top_k, confidence_threshold=settings.confidence_threshold
+    )
+
+
+def build_memory_service(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    embedder: Embedder | None = None,
+    milvus: Any = None,
+    collection: str = COLLECTION,
+    index_type: str | None = None,
+    activity: ActivityPolicy | None = None,
+    ranking: RankingPolicy | None = None,
+    promotion: PromotionPolicy | None = None,
+    cache_size: int | None = None,
+    cache_ttl: timedelta | None = None,
+) -> MemoryService:
+    """A memory service on the configured SQL database, Milvus and embedder.
+
+    Pass ``database``, ``embedder`` or ``milvus`` (a ``MilvusClient``) to share ones the caller
+    already opened; a process must not open a Milvus Lite file twice. The SQL schema must be
+    migrated (``cluster.storage.migrate.upgrade``). Policies default to the ones documented on
+    :class:`ActivityPolicy`, :class:`RankingPolicy` and :class:`PromotionPolicy`; every tuning
+    argument left out comes from ``settings.memory``.
+    """
+    tuning = settings.memory
+    embedder = embedder or build_embedder(settings.embedding)
+    index = MilvusMemoryIndex(
+        milvus or milvus_client(settings),
+        dimension=embedder.dimension,
+        collection=collection,
+        index_type=index_type or tuning.index_type,
+    )
+    return MemoryService(
+        database or Database(settings.sql_url()),
+        embedder,
+        index,
+        activity=activity or tuning.activity,
+        ranking=ranking or tuning.ranking,
+        promotion=promotion or tuning.promotion,
+        cache_size=tuning.cache_size if cache_size is None else cache_size,
+        cache_ttl=cache_ttl or timedelta(seconds=tuning.cache_ttl_seconds),
+    )
+
+
+def analysis_for(services: Services, *, batch_size: int | None = None, history_limit: int = 200) -> AnalysisService:
+    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``."""
+    return AnalysisService(
+        services.db,
+        services.experience,
+        batch_size=batch_size or services.settings.analysis_batch_size,
+        history_limit=history_limit,
+    )

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cluster.core.memory import ActivityPolicy, PromotionPolicy, RankingPolicy
+from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
 
 
 class EmbeddingSettings(BaseModel):

@@ -20,22 +20,20 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, JsonValue, ValidationError
 
 from cluster.auth import OwnerResolver
-from cluster.core.api import FinalizeResult, RecordResult
 from cluster.core.errors import HindsightError
-from cluster.core.memory import (
+from cluster.experience.models import ExperienceQueryResult, OutcomeReport
+from cluster.memory.models import (
     MemoryForget,
     MemoryForgetResult,
     MemoryQuery,
     MemoryQueryResult,
-    MemoryScope,
     MemoryUpdate,
     MemoryWrite,
     MemoryWriteResult,
-    Ttl,
 )
-from cluster.core.trajectory import NodeIn, Outcome, ResultStatus, TrajectoryHeader
-from cluster.experience.models import ExperienceQueryResult, OutcomeReport
+from cluster.memory.policy import MemoryScope, Ttl
 from cluster.services import Services
+from cluster.trajectories.models import FinalizeResult, NodeIn, Outcome, RecordResult, ResultStatus, TrajectoryHeader
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -24,8 +24,8 @@ import ray.data
 from actors.engine import attribute_batch
 from cluster.experience.service import EXPORT_FORMAT, EXPORT_VERSION
 from cluster.settings import Settings
-from cluster.stores.db import Database
-from cluster.stores.trajectories import SqlTrajectoryStore
+from cluster.storage.db import Database
+from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 

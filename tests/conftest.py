@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from cluster.stores.db import Base, Database
-from cluster.stores.migrate import upgrade
+from cluster.storage.db import Base, Database
+from cluster.storage.migrate import upgrade
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 

@@ -16,8 +16,9 @@ from actors.engine.contrast import Contrast, Observation, group_by_signature, is
 from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
 from actors.engine.labels import LabelledPath
 from actors.engine.templates import Finding, distil_group
-from cluster.core.experience import ExperienceTemplate
-from cluster.core.trajectory import Frozen, Trajectory
+from cluster.core.types import Frozen
+from cluster.experience.templates import ExperienceTemplate
+from cluster.trajectories.models import Trajectory
 
 logger = logging.getLogger(__name__)
 

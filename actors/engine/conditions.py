@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import Field, JsonValue
 
-from cluster.core.experience import Predicate
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
+from cluster.experience.templates import Predicate
 
 Scalar = str | int | float | bool | None
 Features = Mapping[str, Scalar]

@@ -14,8 +14,9 @@ import math
 import uuid
 from datetime import datetime
 
-from cluster.core.experience import ExperienceTemplate, utcnow
-from cluster.core.trajectory import ResultStatus, Trajectory
+from cluster.core.types import utcnow
+from cluster.experience.templates import ExperienceTemplate
+from cluster.trajectories.models import ResultStatus, Trajectory
 
 Z_80 = 1.2816
 SUCCESS_GAIN = 0.1

@@ -26,7 +26,8 @@ from pydantic import Field
 from actors.engine.conditions import Scalar, flatten_context
 from actors.engine.credit import CreditContext
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
-from cluster.core.trajectory import Frozen, Node, Trajectory
+from cluster.core.types import Frozen
+from cluster.trajectories.models import Node, Trajectory
 
 OUTCOME_THRESHOLD = 0.1
 PAIRS_PER_CHOICE = 3

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 from actors.engine.labels import LabelledPath, PathLabel, TreeIndex, index_tree, label_paths
 from cluster.core.errors import InvalidInput
-from cluster.core.trajectory import ResultStatus, Trajectory
+from cluster.trajectories.models import ResultStatus, Trajectory
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,8 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from cluster.core.trajectory import Frozen, Node, ResultStatus, Trajectory
+from cluster.core.types import Frozen
+from cluster.trajectories.models import Node, ResultStatus, Trajectory
 
 
 class PathLabel(StrEnum):

@@ -38,8 +38,8 @@ from pydantic import JsonValue
 from actors.engine.confidence import update_confidence
 from actors.engine.generalize import merge_params
 from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
-from cluster.core.experience import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
+from cluster.experience.templates import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
 
 THRESHOLD_TOLERANCE = 0.5
 

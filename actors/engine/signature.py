@@ -22,7 +22,8 @@ import re
 
 from pydantic import Field
 
-from cluster.core.trajectory import Frozen, Node, Trajectory
+from cluster.core.types import Frozen
+from cluster.trajectories.models import Node, Trajectory
 
 MAX_KEY_CHARS = 500  # ExperienceTemplate.signature holds at most 500 characters.
 MAX_GOAL_WORDS = 8

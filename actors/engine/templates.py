@@ -47,7 +47,8 @@ from actors.engine.conditions import flatten_context, holds, holds_all, learn_co
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.generalize import fits_pattern, generalize_params, sanitize_text, string_kind
-from cluster.core.experience import (
+from cluster.core.types import canonical_json
+from cluster.experience.templates import (
     ActionPattern,
     Condition,
     EvidenceKind,
@@ -56,7 +57,6 @@ from cluster.core.experience import (
     Provenance,
     Support,
 )
-from cluster.core.trajectory import canonical_json
 
 MIN_PRECISION = 0.75
 ALSO_AVOID = "also avoid "

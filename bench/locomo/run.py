@@ -29,12 +29,14 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from cluster.core.memory import MemoryQuery, MemoryWrite, RankingPolicy
 from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.memory import MemoryService, MilvusMemoryIndex
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
-from cluster.stores.milvus import open_milvus
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryQuery, MemoryWrite
+from cluster.memory.policy import RankingPolicy
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import open_milvus
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo" / "locomo10_dev.json"

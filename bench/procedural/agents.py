@@ -25,8 +25,8 @@ from bench.procedural.env_base import Call, Episode, StepResult, StepView
 from bench.procedural.following import Served, follow, parse_served
 from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
 from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
-from cluster.core.experience import ExperienceTemplate
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
+from cluster.experience.templates import ExperienceTemplate
 
 logger = logging.getLogger(__name__)
 

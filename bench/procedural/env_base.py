@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
 
 Status = Literal["success", "failure", "partial"]
 

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import Field, JsonValue, ValidationError
 
 from bench.procedural.env_base import Call, StepView
-from cluster.core.experience import ExperienceTemplate, Predicate
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
+from cluster.experience.templates import ExperienceTemplate, Predicate
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from bench.procedural.envs import FAMILIES, make_episode
 from bench.procedural.recording import ToolClient
 from bench.procedural.replay import ReplayMemory
 from cluster.core.ports import Embedder
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
 from cluster.services import Services
 
 logger = logging.getLogger(__name__)

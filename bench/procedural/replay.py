@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from bench.procedural.env_base import Call
 from cluster.core.ports import Embedder
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
 
 
 class RecordedStep(Frozen):

@@ -26,8 +26,7 @@ from bench.procedural.harness import (
 )
 from bench.procedural.recording import ToolClient
 from bench.procedural.report import print_report, write_json
-from cluster.analysis import analysis_for
-from cluster.services import Services, build_services
+from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings
 
 

@@ -1,0 +1,1 @@
+"""The bottom layer: errors, base types and the ports every concept shares."""

@@ -1,16 +1,12 @@
-"""Ports: the contracts the core relies on, implemented by adapters in ``cluster.stores`` and friends.
+"""Ports shared across concepts: contracts implemented by adapters such as ``cluster.embedding``.
 
 Each docstring states what an implementation must guarantee. Tests run the real implementations.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Protocol
-
-from cluster.core.api import RecordResult
-from cluster.core.trajectory import NodeIn, Outcome, Trajectory, TrajectoryHeader
 
 
 class Embedder(Protocol):
@@ -25,31 +21,3 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-class TrajectoryStore(Protocol):
-    """Durable trajectories. Runs inside the caller's unit of work and never commits by itself.
-
-    Every method is constrained by ``owner``: another owner's trajectory is ``NotFound``.
-    """
-
-    def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
-        """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs)."""
-        ...
-
-    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
-        """Add nodes atomically: all or none.
-
-        Raises ``NotFound`` (trajectory or a parent unknown), ``Conflict`` (same id, other payload; a
-        second root), ``TrajectoryClosed`` (finalized and the node is new) or ``LimitExceeded``.
-        A node identical to a stored one is a no-op. Returns every id of the batch and the new node count.
-        """
-        ...
-
-    def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
-        """Close the trajectory and queue it for analysis; repeating the same outcome is a no-op."""
-        ...
-
-    def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:
-        """The trajectory with all its nodes in arrival order, read in one query."""
-        ...

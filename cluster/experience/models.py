@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from cluster.core.experience import ActionPattern, Condition, ExperienceTemplate
-from cluster.core.trajectory import Frozen, Name, Text
+from cluster.core.types import Frozen, Name, Text
+from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate
 
 MAX_TOP_K = 8
 

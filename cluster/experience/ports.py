@@ -1,13 +1,33 @@
-"""The vector index the experience service needs. ``cluster.stores.experience_index`` implements it on Milvus."""
+"""The vector index the experience service needs. ``cluster.experience.index`` implements it on Milvus."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from cluster.stores.experience_index import Hit, IndexRow
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One template as the index stores it. ``task_type`` "" means "any task type"."""
+
+    template_id: uuid.UUID
+    owner: str
+    role: str
+    task_type: str | None
+    confidence: float
+    created_at: datetime
+    updated_at: datetime
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class Hit:
+    template_id: uuid.UUID
+    score: float
+    """Cosine similarity of the query and the template text (inner product of unit vectors)."""
 
 
 class ExperienceIndex(Protocol):

@@ -1,7 +1,7 @@
 """The experience library: serve templates to agents, learn new ones, move confidence with outcomes.
 
-SQL (``cluster.stores.experience_store``) is the source of truth; Milvus
-(``cluster.stores.experience_index``) holds one vector per template plus the fields queries filter
+SQL (``cluster.experience.repository``) is the source of truth; Milvus
+(``cluster.experience.index``) holds one vector per template plus the fields queries filter
 on. A write commits to SQL first and then updates Milvus; if Milvus fails after the commit the
 index is behind, queries re-check confidence and ownership against SQL, and :meth:`reindex`
 brings Milvus back in line.
@@ -21,13 +21,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from pymilvus import MilvusClient
 
 from actors.engine import merge_into_library, update_confidence
 from cluster.core.errors import InvalidInput
-from cluster.core.experience import ExperienceTemplate, TemplateSource, render_prompt_block
 from cluster.core.ports import Embedder
-from cluster.embedding import build_embedder
 from cluster.experience.models import (
     MAX_TOP_K,
     ConfidenceChange,
@@ -40,12 +37,10 @@ from cluster.experience.models import (
     TemplateEdit,
     content_hash,
 )
-from cluster.experience.ports import ExperienceIndex
-from cluster.settings import Settings
-from cluster.stores.db import Database
-from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
-from cluster.stores.experience_store import SqlExperienceStore
-from cluster.stores.milvus import connect
+from cluster.experience.ports import ExperienceIndex, IndexRow
+from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.templates import ExperienceTemplate, TemplateSource, render_prompt_block
+from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
 
@@ -459,22 +454,3 @@ def _parse_export(lines: Iterable[str]) -> list[ExperienceTemplate]:
         except (json.JSONDecodeError, ValidationError, InvalidInput) as exc:
             raise InvalidInput(f"line {number}: {exc}") from exc
     return templates
-
-
-def build_experience_service(
-    settings: Settings,
-    db: Database,
-    *,
-    embedder: Embedder | None = None,
-    client: MilvusClient | None = None,
-) -> ExperienceService:
-    """The service the settings describe: embedder from ``settings.embedding``, Milvus from
-    ``settings.milvus_target()`` (see ``cluster.stores.milvus`` for who may open a Lite file),
-    ``experience_top_k`` and ``confidence_threshold`` as defaults. Pass ``embedder``/``client`` to share them.
-    """
-    embedder = embedder or build_embedder(settings.embedding)
-    client = client or connect(settings)
-    index = MilvusExperienceIndex(client, dimension=embedder.dimension)
-    return ExperienceService(
-        db, index, embedder, top_k=settings.experience_top_k, confidence_threshold=settings.confidence_threshold
-    )

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from cluster.core.memory import MemoryQueryResult
+from cluster.memory.models import MemoryQueryResult
 
 
 class QueryCache:

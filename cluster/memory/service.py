@@ -22,9 +22,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import Conflict, InvalidInput
-from cluster.core.memory import (
-    ActivityPolicy,
-    LoggedTurn,
+from cluster.core.ports import Embedder
+from cluster.core.types import Frozen, JsonObject, as_utc, utcnow
+from cluster.memory.cache import QueryCache
+from cluster.memory.index import MilvusMemoryIndex, VectorRow
+from cluster.memory.models import (
     MaintenanceReport,
     MatchExplanation,
     MemoryForget,
@@ -33,35 +35,33 @@ from cluster.core.memory import (
     MemoryQuery,
     MemoryQueryResult,
     MemoryRecord,
-    MemoryScope,
-    MemoryState,
     MemoryUpdate,
-    MemoryValue,
     MemoryWrite,
     MemoryWriteResult,
     ObserveResult,
+    Turn,
+    value_text,
+)
+from cluster.memory.policy import (
+    ActivityPolicy,
+    LoggedTurn,
+    MemoryScope,
+    MemoryState,
+    MemoryValue,
     PromotionPolicy,
     PromotionReason,
     RankingPolicy,
     Ttl,
-    Turn,
     Validity,
-    aware,
     find_promotions,
     next_version,
     promotion_target,
     rrf,
-    utcnow,
     validity_for,
-    value_text,
     write_trigger,
 )
-from cluster.core.ports import Embedder
-from cluster.core.trajectory import Frozen, JsonObject
-from cluster.memory.cache import QueryCache
-from cluster.memory.store import SqlMemoryStore, StoredMemory, Visibility
-from cluster.memory.vectors import MilvusMemoryIndex, VectorRow
-from cluster.stores.db import Database
+from cluster.memory.repository import SqlMemoryStore, StoredMemory, Visibility
+from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
 
@@ -423,7 +423,7 @@ class MemoryService:
         if not session_id or len(session_id) > 200 or "\x00" in session_id:
             raise InvalidInput("session_id must be a non-empty string of at most 200 characters without NUL")
         now = now or utcnow()
-        at = aware(turn.at) if turn.at is not None else now
+        at = as_utc(turn.at) if turn.at is not None else now
         log_id = uuid.uuid4()
         reason = write_trigger(turn.text)
         if reason is None:

@@ -6,8 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from cluster.core.memory import MemoryWrite, Ttl, Turn, utcnow
-from cluster.maintenance import run_maintenance
+from cluster.core.types import utcnow
+from cluster.memory.maintenance import run_maintenance
+from cluster.memory.models import MemoryWrite, Turn
+from cluster.memory.policy import Ttl
 from cluster.services import Services
 
 pytestmark = pytest.mark.milvus

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
-from cluster.analysis import analysis_for
-from cluster.services import Services
+from cluster.services import Services, analysis_for
 from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons
 
 pytestmark = [pytest.mark.anyio, pytest.mark.milvus]

@@ -22,8 +22,8 @@ from cluster.net import free_port
 from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, IngressConfig, ServeConfig
 from cluster.settings import Settings
-from cluster.stores.db import Database
-from cluster.stores.tables import TrajectoryRow
+from cluster.storage.db import Database
+from cluster.trajectories.tables import TrajectoryRow
 from tests.e2e.loop import check_served_and_feedback, query, record_lessons, send
 from tests.unit.engine.builders import bulk_vs_single_runs
 

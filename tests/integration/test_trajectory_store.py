@@ -13,11 +13,11 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import event
 
-from cluster.capture import CaptureService
 from cluster.core.errors import Conflict, LimitExceeded, NotFound, TrajectoryClosed
-from cluster.core.trajectory import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
-from cluster.stores.db import Database, SqliteWriteLock
-from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
+from cluster.storage.db import Database, SqliteWriteLock
+from cluster.trajectories.capture import CaptureService
+from cluster.trajectories.models import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
+from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 
 OWNER = "team-a"
 

@@ -13,8 +13,8 @@ from bench.procedural.agents import ExplorePolicy, HindsightPolicy, ReplayPolicy
 from bench.procedural.envs import make_episode
 from bench.procedural.harness import default_embedder
 from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayMemory
-from cluster.core.trajectory import ResultStatus, Trajectory, TrajectoryStatus
 from cluster.services import Services
+from cluster.trajectories.models import ResultStatus, Trajectory, TrajectoryStatus
 
 pytestmark = pytest.mark.anyio
 

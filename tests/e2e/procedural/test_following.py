@@ -10,7 +10,7 @@ from bench.procedural.agents import Explorer, HindsightPolicy
 from bench.procedural.env_base import Call, StepView
 from bench.procedural.envs import FormSubmit, ProductImport, make_episode
 from bench.procedural.following import fill, parse_served, predicate_holds
-from cluster.core.experience import ActionPattern, Condition, ExperienceTemplate, Predicate
+from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 
 def bulk_template(**overrides: Any) -> ExperienceTemplate:

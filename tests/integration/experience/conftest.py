@@ -13,10 +13,10 @@ import pytest
 from pymilvus import MilvusClient
 
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
+from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
-from cluster.stores.db import Database
-from cluster.stores.experience_index import MilvusExperienceIndex
-from cluster.stores.milvus import MilvusLiteServer, open_milvus
+from cluster.storage.db import Database
+from cluster.storage.milvus import MilvusLiteServer, open_milvus
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,18 @@ from pymilvus import MilvusClient
 
 from actors.engine import update_confidence
 from cluster.core.errors import Conflict, InvalidInput, NotFound
-from cluster.core.experience import EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support, TemplateSource
+from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import ConfidenceReason, TemplateEdit
+from cluster.experience.ports import IndexRow
 from cluster.experience.service import IMPORT_NAMESPACE, ExperienceService
-from cluster.stores.experience_index import IndexRow, MilvusExperienceIndex
+from cluster.experience.templates import (
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+    Support,
+    TemplateSource,
+)
 
 from .factories import template
 

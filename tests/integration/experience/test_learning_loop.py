@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import select
 
 from actors.engine import attribute_batch
-from cluster.core.trajectory import AnalysisStatus, NodeIn, Outcome, Trajectory
 from cluster.experience.service import ExperienceService
-from cluster.stores.db import Database
-from cluster.stores.tables import TrajectoryRow
-from cluster.stores.trajectories import SqlTrajectoryStore
+from cluster.storage.db import Database
+from cluster.trajectories.models import AnalysisStatus, NodeIn, Outcome, Trajectory
+from cluster.trajectories.repository import SqlTrajectoryStore
+from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.builders import bulk_vs_single_runs
 
 pytestmark = pytest.mark.milvus

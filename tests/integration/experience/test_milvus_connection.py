@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.services import milvus_client
 from cluster.settings import load_settings
-from cluster.stores.milvus import MilvusLiteServer, connect, endpoint_file, open_milvus, served_uri
+from cluster.storage.milvus import MilvusLiteServer, endpoint_file, open_milvus, served_uri
 
 pytestmark = pytest.mark.milvus
 
@@ -28,7 +29,7 @@ def test_another_process_reads_and_writes_through_the_served_uri(milvus_server: 
     client.create_collection("t", dimension=4)
     client.insert("t", [{"id": 1, "vector": [0.1, 0.2, 0.3, 0.4]}])
     child = run_python(
-        "from cluster.stores.milvus import open_milvus\n"
+        "from cluster.storage.milvus import open_milvus\n"
         f"c = open_milvus({str(milvus_server.path)!r})\n"
         "c.insert('t', [{'id': 2, 'vector': [0.4, 0.3, 0.2, 0.1]}])\n"
         "print(sorted(r['id'] for r in c.query('t', filter='id >= 0', output_fields=['id'])))\n"
@@ -43,7 +44,7 @@ def test_a_second_owner_is_refused_in_this_and_in_another_process(milvus_server:
     with pytest.raises(StoreUnavailable):
         MilvusLiteServer(milvus_server.path).start()
     child = run_python(
-        "from cluster.stores.milvus import MilvusLiteServer\n"
+        "from cluster.storage.milvus import MilvusLiteServer\n"
         "from cluster.core.errors import StoreUnavailable\n"
         "try:\n"
         f"    MilvusLiteServer({str(milvus_server.path)!r}).start()\n"
@@ -76,7 +77,7 @@ def test_the_engine_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys\n"
-            "from cluster.stores.milvus import MilvusLiteServer\n"
+            "from cluster.storage.milvus import MilvusLiteServer\n"
             f"s = MilvusLiteServer({str(path)!r}); print(s.start(), flush=True); sys.stdin.read()\n",
         ],
         stdin=subprocess.PIPE,
@@ -106,7 +107,7 @@ def test_the_engine_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
 
 
 def test_without_a_server_the_file_opens_in_process(tmp_path: Path) -> None:
-    client = connect(load_settings(data_dir=tmp_path))
+    client = milvus_client(load_settings(data_dir=tmp_path))
     client.create_collection("t", dimension=4)
     assert client.list_collections() == ["t"]
     client.close()

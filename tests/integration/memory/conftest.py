@@ -16,9 +16,10 @@ import pytest
 
 from cluster.core.ports import Embedder
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
-from cluster.memory import MemoryService, MilvusMemoryIndex
-from cluster.stores.db import Database
-from cluster.stores.milvus import open_milvus
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from cluster.storage.milvus import open_milvus
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.core.memory import MemoryWrite, RankingPolicy
 from cluster.core.ports import Embedder
-from cluster.memory import MemoryService, MilvusMemoryIndex
-from cluster.stores.db import Database
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryWrite
+from cluster.memory.policy import RankingPolicy
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
 from tests.integration.memory.conftest import T0
 
 pytestmark = pytest.mark.milvus

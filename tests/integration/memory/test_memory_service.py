@@ -10,22 +10,15 @@ from pathlib import Path
 import pytest
 
 from cluster.core.errors import Conflict, InvalidInput, NotFound
-from cluster.core.memory import (
-    ActivityPolicy,
-    MemoryQuery,
-    MemoryScope,
-    MemoryState,
-    MemoryUpdate,
-    MemoryWrite,
-    RankingPolicy,
-    Ttl,
-    Turn,
-)
 from cluster.core.ports import Embedder
-from cluster.memory import MemoryService, MilvusMemoryIndex, build_memory_service
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryQuery, MemoryUpdate, MemoryWrite, Turn
+from cluster.memory.policy import ActivityPolicy, MemoryScope, MemoryState, RankingPolicy, Ttl
+from cluster.memory.service import MemoryService
+from cluster.services import build_memory_service
 from cluster.settings import load_settings
-from cluster.stores.db import Database
-from cluster.stores.migrate import upgrade
+from cluster.storage.db import Database
+from cluster.storage.migrate import upgrade
 from tests.integration.memory.conftest import T0
 
 pytestmark = pytest.mark.milvus

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from cluster.core.trajectory import (
+from cluster.trajectories.models import (
     ExecutionResult,
     Node,
     Outcome,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from actors.engine import flatten_context, learn_condition
 from actors.engine.conditions import holds
-from cluster.core.experience import Predicate
+from cluster.experience.templates import Predicate
 
 
 def test_nested_context_flattens_to_dotted_paths_and_list_lengths() -> None:

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.engine import apply_outcome, initial_confidence, served_feedback, update_confidence, wilson_lower_bound
-from cluster.core.experience import ActionPattern, ExperienceTemplate
-from cluster.core.trajectory import Outcome, ResultStatus
+from cluster.experience.templates import ActionPattern, ExperienceTemplate
+from cluster.trajectories.models import Outcome, ResultStatus
 from tests.unit.engine.builders import T0, Builder
 
 

@@ -6,8 +6,8 @@ import uuid
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.templates import ALSO_AVOID, caveat_key
-from cluster.core.experience import ExperienceTemplate, Predicate
-from cluster.core.trajectory import Trajectory
+from cluster.experience.templates import ExperienceTemplate, Predicate
+from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder
 
 SUBMIT_ACTIONS = ["click", "press_enter", "request_submit_api", "press_ctrl_enter"]

@@ -6,8 +6,8 @@ from typing import Any
 
 from actors.engine import attribute_batch
 from actors.engine.generalize import fits_pattern
-from cluster.core.experience import ExperienceTemplate, Predicate
-from cluster.core.trajectory import Trajectory
+from cluster.experience.templates import ExperienceTemplate, Predicate
+from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder
 
 SUBMIT = ["click", "press_ctrl_enter", "request_submit_api"]

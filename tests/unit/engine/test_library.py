@@ -4,7 +4,7 @@ import uuid
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.library import narrows
-from cluster.core.experience import (
+from cluster.experience.templates import (
     ActionPattern,
     Condition,
     EvidenceKind,

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, available_scorers, merge_into_library
 from actors.engine.labels import label_paths
-from cluster.core.experience import render_prompt_block
-from cluster.core.trajectory import Trajectory
+from cluster.experience.templates import render_prompt_block
+from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder
 
 ACTIONS = ["a", "b", "c"]

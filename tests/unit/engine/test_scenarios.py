@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from actors.engine import ContrastKind, attribute_batch
-from cluster.core.experience import ExperienceTemplate, render_prompt_block
-from cluster.core.trajectory import Trajectory
+from cluster.experience.templates import ExperienceTemplate, render_prompt_block
+from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder, bulk_vs_single_runs, insert_run
 
 

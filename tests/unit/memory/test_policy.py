@@ -9,12 +9,11 @@ import pytest
 from pydantic import ValidationError
 
 from cluster.core.errors import InvalidInput
-from cluster.core.memory import (
+from cluster.memory.models import MemoryQuery, MemoryWrite, value_text
+from cluster.memory.policy import (
     ActivityPolicy,
     LoggedTurn,
-    MemoryQuery,
     MemoryScope,
-    MemoryWrite,
     PromotionPolicy,
     PromotionReason,
     ScopeKind,
@@ -27,7 +26,6 @@ from cluster.core.memory import (
     rrf,
     terms,
     validity_for,
-    value_text,
     was_current_at,
     write_trigger,
 )

@@ -5,15 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from cluster.core.memory import (
-    MatchExplanation,
-    MemoryHit,
-    MemoryQueryResult,
-    MemoryRecord,
-    MemoryScope,
-    MemoryState,
-)
 from cluster.memory.cache import QueryCache
+from cluster.memory.models import MatchExplanation, MemoryHit, MemoryQueryResult, MemoryRecord
+from cluster.memory.policy import MemoryScope, MemoryState
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 EMPTY = MemoryQueryResult(hits=(), candidates=0)

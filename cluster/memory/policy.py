@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Self
@@ -21,19 +21,10 @@ from typing import Annotated, Self
 from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from cluster.core.errors import InvalidInput
-from cluster.core.trajectory import Frozen, JsonObject, Name, Text, _no_nul
+from cluster.core.types import Frozen, Name, Text, as_utc, no_nul
 
-MemoryValue = Annotated[str | dict[str, JsonValue], AfterValidator(_no_nul)]
-SourceId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every time in this module is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+MemoryValue = Annotated[str | dict[str, JsonValue], AfterValidator(no_nul)]
+SourceId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_nul)]
 
 
 # --------------------------------------------------------------------------------------------- scope
@@ -117,7 +108,7 @@ class Ttl(Frozen):
             if (self.valid_until is None) == (self.seconds is None):
                 raise ValueError("a window ttl needs exactly one of valid_until or seconds")
             if self.valid_until is not None and self.valid_from is not None:
-                if aware(self.valid_until) <= aware(self.valid_from):
+                if as_utc(self.valid_until) <= as_utc(self.valid_from):
                     raise ValueError("valid_until must be after valid_from")
         elif self.valid_from is not None or self.valid_until is not None or self.seconds is not None:
             raise ValueError(f"{self.kind} ttl takes no valid_from, valid_until or seconds")
@@ -154,8 +145,8 @@ def validity_for(ttl: Ttl, scope: MemoryScope, now: datetime) -> Validity:
             raise InvalidInput("a session ttl needs a scope with a session_id (session scope, or task in a session)")
         return Validity(valid_from=now, expires_at=None, session_bound=True)
     if ttl.kind is TtlKind.WINDOW:
-        start = aware(ttl.valid_from) if ttl.valid_from is not None else now
-        end = aware(ttl.valid_until) if ttl.valid_until is not None else start + timedelta(seconds=ttl.seconds or 0)
+        start = as_utc(ttl.valid_from) if ttl.valid_from is not None else now
+        end = as_utc(ttl.valid_until) if ttl.valid_until is not None else start + timedelta(seconds=ttl.seconds or 0)
         if end <= now:
             raise InvalidInput("the ttl window has already ended")
         return Validity(valid_from=start, expires_at=end, session_bound=False)
@@ -164,12 +155,12 @@ def validity_for(ttl: Ttl, scope: MemoryScope, now: datetime) -> Validity:
 
 def is_valid_at(valid_from: datetime, expires_at: datetime | None, moment: datetime) -> bool:
     """The temporal filter: in effect at ``moment`` (started, not yet expired)."""
-    return aware(valid_from) <= moment and (expires_at is None or moment < aware(expires_at))
+    return as_utc(valid_from) <= moment and (expires_at is None or moment < as_utc(expires_at))
 
 
 def was_current_at(created_at: datetime, superseded_at: datetime | None, moment: datetime) -> bool:
     """Version visibility for ``as_of``: the version had been written and not yet replaced."""
-    return aware(created_at) <= moment and (superseded_at is None or moment < aware(superseded_at))
+    return as_utc(created_at) <= moment and (superseded_at is None or moment < as_utc(superseded_at))
 
 
 # ---------------------------------------------------------------------------------------- versions
@@ -203,7 +194,7 @@ class ActivityPolicy(Frozen):
     archive_threshold: float = Field(default=0.1, ge=0)
 
     def decayed(self, score: float, since: datetime, now: datetime) -> float:
-        days = max((now - aware(since)).total_seconds(), 0.0) / 86_400.0
+        days = max((now - as_utc(since)).total_seconds(), 0.0) / 86_400.0
         return score * math.pow(0.5, days / self.half_life_days)
 
     def reinforced(self, score: float, since: datetime, now: datetime) -> float:
@@ -349,7 +340,7 @@ def find_promotions(turns: Sequence[LoggedTurn], policy: PromotionPolicy) -> lis
     ``turns`` holds one owner's log in time order (pending and already-handled turns alike, since a
     handled turn may still reference a pending one). Returns at most one promotion per turn.
     """
-    ordered = sorted(turns, key=lambda t: (aware(t.at), str(t.log_id)))
+    ordered = sorted(turns, key=lambda t: (as_utc(t.at), str(t.log_id)))
     salient = [policy.salient(t.text) for t in ordered]
     out: list[Promotion] = []
     for i, turn in enumerate(ordered):
@@ -360,7 +351,7 @@ def find_promotions(turns: Sequence[LoggedTurn], policy: PromotionPolicy) -> lis
         far = False
         for j in range(i + 1, len(ordered)):
             later = ordered[j]
-            gap = aware(later.at) - aware(turn.at)
+            gap = as_utc(later.at) - as_utc(turn.at)
             if gap > policy.horizon:
                 break
             common = salient[i] & salient[j]
@@ -386,149 +377,3 @@ def promotion_target(reason: PromotionReason, session_id: str) -> tuple[MemorySc
     if reason is PromotionReason.STATE_CHANGE:
         return MemoryScope.session(session_id), Ttl.session()
     return MemoryScope.user(), Ttl.permanent()
-
-
-# --------------------------------------------------------------------------------------- API models
-
-TopK = Annotated[int, Field(ge=1, le=100, description="How many memories to return.")]
-
-
-class MemoryWrite(Frozen):
-    """Input of ``memory_write``: store a value under a key; a second write to the key supersedes it."""
-
-    key: Name = Field(description="Stable name of the fact within its scope, e.g. 'preferred_timezone'.")
-    value: MemoryValue = Field(description="The memory: plain text, or a JSON object for structured state.")
-    scope: MemoryScope = Field(default_factory=MemoryScope, description="user, session or task.")
-    ttl: Ttl = Field(default_factory=Ttl, description="permanent, session or a time window.")
-    metadata: JsonObject = Field(default_factory=dict, description="Source, confidence, tags, ...")
-    entity: Name | None = Field(default=None, description="What the memory is about: a person, project, tool.")
-    source_ids: tuple[SourceId, ...] = Field(default=(), max_length=100, description="Ids it was derived from.")
-    context: Text | None = Field(
-        default=None,
-        max_length=20_000,
-        description="Surrounding text that helps find the memory (e.g. neighbouring turns); searched, not returned.",
-    )
-
-
-class MemoryWriteResult(Frozen):
-    memory_id: uuid.UUID
-    version: int
-    superseded_id: uuid.UUID | None = Field(default=None, description="The version this write replaced.")
-
-
-class MemoryQuery(Frozen):
-    """Input of ``memory_query``: entity filter, then temporal filter, then hybrid ranking, top-k."""
-
-    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_no_nul)]
-    entity: Name | None = Field(default=None, description="Only memories about this entity.")
-    scope: MemoryScope | None = Field(default=None, description="Only this scope; default all scopes.")
-    top_k: TopK = 5
-    include_history: bool = Field(default=False, description="Also return superseded versions.")
-    as_of: datetime | None = Field(default=None, description="Answer as the memory stood at this time.")
-    valid_at: datetime | None = Field(
-        default=None, description="Only memories in effect at this time (default: as_of, or now)."
-    )
-
-
-class MatchExplanation(Frozen):
-    """Why a memory matched: which filters it passed and its score at each ranking stage."""
-
-    entity: Name | None = Field(description="The entity filter it passed (None: no filter).")
-    valid_at: datetime = Field(description="The moment the temporal filter checked validity at.")
-    dense_similarity: float | None = Field(description="Cosine similarity to the query (None: not a dense hit).")
-    dense_rank: int | None
-    lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
-    lexical_rank: int | None
-    fused: float = Field(description="Weighted reciprocal-rank fusion of the two rankings.")
-    activity: float = Field(description="Activity score at query time.")
-
-
-class MemoryRecord(Frozen):
-    """A stored memory version as callers see it."""
-
-    memory_id: uuid.UUID
-    key: Name
-    value: MemoryValue
-    scope: MemoryScope
-    entity: Name | None
-    metadata: JsonObject
-    source_ids: tuple[SourceId, ...]
-    version: int
-    state: MemoryState
-    archived: bool
-    created_at: datetime
-    valid_from: datetime
-    expires_at: datetime | None
-
-
-class MemoryHit(Frozen):
-    memory: MemoryRecord
-    score: float
-    why: MatchExplanation
-
-
-class MemoryQueryResult(Frozen):
-    hits: tuple[MemoryHit, ...]
-    candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
-    cached: bool = False
-
-
-class MemoryUpdate(Frozen):
-    """Input of ``memory_update``: a new version of the memory's value (and metadata, if given)."""
-
-    memory_id: uuid.UUID
-    value: MemoryValue
-    metadata: JsonObject | None = Field(default=None, description="Replaces the metadata; default keep it.")
-
-
-class MemoryForget(Frozen):
-    """Input of ``memory_forget``: remove the memory and all its versions, from every store."""
-
-    memory_id: uuid.UUID
-
-
-class MemoryForgetResult(Frozen):
-    memory_id: uuid.UUID
-    removed_versions: int
-
-
-class Turn(Frozen):
-    """One raw interaction for the log: cheap to write, re-evaluated later."""
-
-    speaker: Name = Field(default="user")
-    text: Annotated[str, Field(min_length=1, max_length=20_000), AfterValidator(_no_nul)]
-    at: datetime | None = Field(default=None, description="When it happened; default now.")
-    metadata: JsonObject = Field(default_factory=dict)
-
-
-class ObserveResult(Frozen):
-    log_id: uuid.UUID
-    promoted: MemoryWriteResult | None = Field(default=None, description="Set when a rule stored it at once.")
-    reason: PromotionReason | None = None
-
-
-class MaintenanceReport(Frozen):
-    """What a maintenance job (re-evaluation, decay, purge) changed."""
-
-    scanned: int = 0
-    changed: int = 0
-    memory_ids: tuple[uuid.UUID, ...] = ()
-
-
-def value_text(value: str | dict[str, JsonValue]) -> str:
-    """The searchable text of a value: the string itself, or ``key: value`` lines for a JSON object."""
-    if isinstance(value, str):
-        return value
-    return "\n".join(f"{k}: {_flatten(v)}" for k, v in value.items())
-
-
-def _flatten(value: JsonValue) -> str:
-    if isinstance(value, dict):
-        return " ".join(f"{k} {_flatten(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return " ".join(_flatten(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def dedupe(ids: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(ids))

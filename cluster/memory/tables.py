@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.stores.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (which is also the rowid FTS5 points at).
 AutoId = BigInteger().with_variant(Integer(), "sqlite")

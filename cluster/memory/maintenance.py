@@ -11,7 +11,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
 from cluster.memory.service import MemoryService
 
 logger = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Float, ForeignKeyConstraint, Index, Integer, String, Text, Uuid
+from sqlalchemy import Boolean, DateTime, Float, ForeignKeyConstraint, Index, Integer, String, Text, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.stores.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON
 
 
 class ExperienceTemplateRow(Base):
@@ -34,9 +34,13 @@ class ExperienceTemplateRow(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Set with every change of the row, cleared once Milvus holds that version: vectors are written
+    # after the commit, and a failure there must leave work behind, not lose it.
+    index_pending: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
 
     __table_args__ = (
         Index("ix_experience_templates_owner_role", "owner", "role"),
+        Index("ix_experience_templates_index_pending", "index_pending", "owner"),
         Index("ix_experience_templates_owner_signature", "owner", "signature"),
         Index("ix_experience_templates_owner_hash", "owner", "content_hash"),
     )

@@ -44,7 +44,6 @@ from pymilvus import MilvusClient
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.net import free_port
-from cluster.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -294,9 +293,3 @@ def open_milvus(target: str, token: str | None = None, *, timeout: float = 30.0)
         raise StoreUnavailable(f"cannot open Milvus at {uri}: {exc}{hint}") from exc
     logger.debug("connected to Milvus at %s", uri)
     return client
-
-
-def connect(settings: Settings, *, timeout: float = 30.0) -> MilvusClient:
-    """A client for ``settings.milvus_target()`` with ``settings.milvus_token``."""
-    token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
-    return open_milvus(settings.milvus_target(), token, timeout=timeout)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from cluster.core.errors import StoreUnavailable
-from cluster.core.trajectory import Frozen
+from cluster.core.types import Frozen
 
 logger = logging.getLogger(__name__)
 

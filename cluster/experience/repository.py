@@ -16,11 +16,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import Conflict, NotFound
-from cluster.core.experience import ExperienceTemplate
-from cluster.core.trajectory import AnalysisStatus
 from cluster.experience.models import ConfidenceChange, ConfidenceReason, content_hash, embedding_text
-from cluster.stores.experience_tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
-from cluster.stores.tables import TrajectoryRow
+from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
+from cluster.experience.templates import ExperienceTemplate
+from cluster.trajectories.models import AnalysisStatus
+from cluster.trajectories.tables import TrajectoryRow
 
 
 def _aware(value: datetime) -> datetime:

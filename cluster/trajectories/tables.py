@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Index, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.stores.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON
 
 
 class TrajectoryRow(Base):

@@ -32,16 +32,10 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import NotFound
-from cluster.core.memory import (
-    MemoryRecord,
-    MemoryScope,
-    MemoryState,
-    ScopeKind,
-    aware,
-    terms,
-)
-from cluster.core.trajectory import Frozen
-from cluster.stores.memory_tables import FTS_TABLE, PG_SEARCH_DOC, MemoryLogRow, MemoryRow
+from cluster.core.types import Frozen, as_utc
+from cluster.memory.models import MemoryRecord
+from cluster.memory.policy import MemoryScope, MemoryState, ScopeKind, terms
+from cluster.memory.tables import FTS_TABLE, PG_SEARCH_DOC, MemoryLogRow, MemoryRow
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -110,9 +104,9 @@ def _record(row: MemoryRow) -> StoredMemory:
         version=row.version,
         state=MemoryState(row.state),
         archived=row.archived_at is not None,
-        created_at=aware(row.created_at),
-        valid_from=aware(row.valid_from),
-        expires_at=aware(row.expires_at) if row.expires_at is not None else None,
+        created_at=as_utc(row.created_at),
+        valid_from=as_utc(row.valid_from),
+        expires_at=as_utc(row.expires_at) if row.expires_at is not None else None,
     )
     return StoredMemory(
         seq=row.seq,
@@ -120,7 +114,7 @@ def _record(row: MemoryRow) -> StoredMemory:
         record=record,
         text=row.text,
         activity=row.activity,
-        activity_at=aware(row.activity_at),
+        activity_at=as_utc(row.activity_at),
         session_bound=row.session_bound,
     )
 
@@ -432,7 +426,7 @@ class SqlMemoryStore:
                 session_id=r.session_id,
                 speaker=r.speaker,
                 text=r.text,
-                at=aware(r.at),
+                at=as_utc(r.at),
                 metadata=r.meta,
                 status=r.status,
             )

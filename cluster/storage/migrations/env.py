@@ -7,18 +7,11 @@ from typing import Any
 from alembic import context
 
 # Importing the table modules registers every table on Base.metadata.
-import cluster.stores.experience_tables
-import cluster.stores.memory_tables
-import cluster.stores.tables  # noqa: F401
-from cluster.stores.db import Base, make_engine
-
-
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Keep autogenerate away from the full-text objects 0002_memory creates by hand (SQLite FTS5
-    table and its shadow tables, the Postgres tsvector column): they are not in the ORM metadata."""
-    if type_ == "table" and (name or "").startswith("memories_fts"):
-        return False
-    return not (type_ == "column" and name == "search_doc")
+import cluster.experience.tables
+import cluster.memory.tables
+import cluster.trajectories.tables  # noqa: F401
+from cluster.storage.db import Base, make_engine
+from cluster.storage.migrate import include_object
 
 
 def run(connection: Any) -> None:

@@ -8,13 +8,13 @@ confidence that moves with outcome feedback.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from cluster.core.trajectory import Frozen, JsonObject, Name, Text
+from cluster.core.types import Frozen, JsonObject, Name, Text, utcnow
 
 Operator = Literal[">", ">=", "<", "<=", "==", "!=", "in", "contains"]
 
@@ -92,10 +92,6 @@ class TemplateSource(StrEnum):
     ATTRIBUTION = "attribution"
     MANUAL = "manual"
     IMPORT = "import"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class ExperienceTemplate(Frozen):

@@ -11,19 +11,19 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from cluster.core.api import RecordResult
 from cluster.core.errors import Conflict, NotFound, TrajectoryClosed
-from cluster.core.trajectory import (
+from cluster.trajectories.models import (
     AnalysisStatus,
     Node,
     NodeIn,
     Outcome,
+    RecordResult,
     Trajectory,
     TrajectoryHeader,
     TrajectoryStatus,
     check_batch,
 )
-from cluster.stores.tables import NodeRow, TrajectoryRow
+from cluster.trajectories.tables import NodeRow, TrajectoryRow
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ _COUNT_NODES = (
 
 
 class SqlTrajectoryStore:
-    """Implements :class:`cluster.core.ports.TrajectoryStore` inside one SQLAlchemy session."""
+    """Implements :class:`cluster.trajectories.ports.TrajectoryStore` inside one SQLAlchemy session."""
 
     def __init__(self, session: Session, limits: TrajectoryLimits | None = None) -> None:
         self._session = session

@@ -7,51 +7,21 @@ non-JSON values) at parse time rather than deep inside a database driver.
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from cluster.core.errors import InvalidInput, LimitExceeded
-
-
-def _no_nul(value: Any) -> Any:
-    """Reject what SQL JSON/text columns cannot store: NUL bytes (Postgres) and NaN/infinity (JSON)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("NUL bytes (\\x00) are not allowed in text")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("NaN and infinity are not valid JSON numbers")
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _no_nul(key)
-            _no_nul(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _no_nul(item)
-    return value
-
-
-Text = Annotated[str, AfterValidator(_no_nul)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
-JsonObject = Annotated[dict[str, JsonValue], AfterValidator(_no_nul)]
+from cluster.core.types import Frozen, JsonObject, Name, Text, canonical_json, no_nul
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-class Frozen(BaseModel):
-    """Base for domain values: immutable, and unknown fields are an error rather than silently dropped."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ResultStatus(StrEnum):
@@ -135,7 +105,7 @@ class TrajectoryHeader(Frozen):
     trajectory_id: uuid.UUID = Field(default_factory=uuid.uuid4)
     agent_id: Name
     role: Name = Field(default="agent", description="e.g. planner, executor, verifier.")
-    task: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_no_nul)]
+    task: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
     task_type: Name | None = None
 
 
@@ -188,10 +158,6 @@ class Trajectory(Frozen):
             yield path[::-1]
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def check_batch(nodes: Sequence[NodeIn], *, max_context_bytes: int, existing_count: int, max_nodes: int) -> None:
     """Limits a batch of new nodes must meet before anything is written."""
     for node in nodes:
@@ -210,3 +176,16 @@ def check_batch(nodes: Sequence[NodeIn], *, max_context_bytes: int, existing_cou
         if node.node_id in seen:
             raise InvalidInput(f"node {node.node_id} appears twice in one batch")
         seen.add(node.node_id)
+
+
+class RecordResult(Frozen):
+    trajectory_id: uuid.UUID
+    node_ids: list[uuid.UUID] = Field(description="Ids of the recorded nodes, in the order sent.")
+    node_count: int = Field(description="Nodes the trajectory holds now.")
+
+
+class FinalizeResult(Frozen):
+    trajectory_id: uuid.UUID
+    status: TrajectoryStatus
+    outcome: ResultStatus
+    queued_for_analysis: bool = Field(description="True: experiences will be distilled from it shortly.")

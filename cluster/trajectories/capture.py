@@ -5,11 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from cluster.core.api import RecordResult
 from cluster.core.errors import InvalidInput
-from cluster.core.trajectory import NodeIn, Outcome, Trajectory, TrajectoryHeader
-from cluster.stores.db import Database
-from cluster.stores.trajectories import SqlTrajectoryStore, TrajectoryLimits
+from cluster.storage.db import Database
+from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
+from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 
 
 class CaptureService:

@@ -12,40 +12,19 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pymilvus import DataType, MilvusClient
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.experience.ports import Hit, IndexRow
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_COLLECTION = "experience_templates"
 IndexType = Literal["FLAT", "IVF_FLAT", "AUTOINDEX", "HNSW"]
 _SCALARS = ["template_id", "owner", "role", "task_type", "confidence", "created_at", "updated_at"]
-
-
-@dataclass(frozen=True)
-class IndexRow:
-    """One template as the index stores it. ``task_type`` "" means "any task type"."""
-
-    template_id: uuid.UUID
-    owner: str
-    role: str
-    task_type: str | None
-    confidence: float
-    created_at: datetime
-    updated_at: datetime
-    vector: Sequence[float]
-
-
-@dataclass(frozen=True)
-class Hit:
-    template_id: uuid.UUID
-    score: float
-    """Cosine similarity of the query and the template text (inner product of unit vectors)."""
 
 
 def literal(value: str) -> str:
@@ -63,7 +42,7 @@ class MilvusExperienceIndex:
     """Template vectors in one Milvus collection, shared by all owners and isolated by filter.
 
     Args:
-        client: a connected client (see ``cluster.stores.milvus.open_milvus``).
+        client: a connected client (see ``cluster.storage.milvus.open_milvus``).
         dimension: vector length; must match the embedder.
         collection: collection name.
         index_type: ``FLAT`` (exact; the measured default) or an approximate index.

@@ -1,0 +1,53 @@
+"""Base types every model builds on: immutable values, text and JSON that the stores can hold, UTC time."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+
+
+def no_nul(value: Any) -> Any:
+    """Reject what SQL JSON/text columns cannot store: NUL bytes (Postgres) and NaN/infinity (JSON)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("NUL bytes (\\x00) are not allowed in text")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("NaN and infinity are not valid JSON numbers")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            no_nul(key)
+            no_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            no_nul(item)
+    return value
+
+
+Text = Annotated[str, AfterValidator(no_nul)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_nul)]
+JsonObject = Annotated[dict[str, JsonValue], AfterValidator(no_nul)]
+
+
+class Frozen(BaseModel):
+    """Base for domain values: immutable, and unknown fields are an error rather than silently dropped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """The same instant in UTC; a naive value (SQLite hands them back) is taken as UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

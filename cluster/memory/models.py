@@ -1,0 +1,158 @@
+"""Models at the memory service's boundary: writes, queries, hits, updates, turns and reports."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, JsonValue
+
+from cluster.core.types import Frozen, JsonObject, Name, Text, no_nul
+from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, PromotionReason, SourceId, Ttl
+
+# --------------------------------------------------------------------------------------- API models
+
+TopK = Annotated[int, Field(ge=1, le=100, description="How many memories to return.")]
+
+
+class MemoryWrite(Frozen):
+    """Input of ``memory_write``: store a value under a key; a second write to the key supersedes it."""
+
+    key: Name = Field(description="Stable name of the fact within its scope, e.g. 'preferred_timezone'.")
+    value: MemoryValue = Field(description="The memory: plain text, or a JSON object for structured state.")
+    scope: MemoryScope = Field(default_factory=MemoryScope, description="user, session or task.")
+    ttl: Ttl = Field(default_factory=Ttl, description="permanent, session or a time window.")
+    metadata: JsonObject = Field(default_factory=dict, description="Source, confidence, tags, ...")
+    entity: Name | None = Field(default=None, description="What the memory is about: a person, project, tool.")
+    source_ids: tuple[SourceId, ...] = Field(default=(), max_length=100, description="Ids it was derived from.")
+    context: Text | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Surrounding text that helps find the memory (e.g. neighbouring turns); searched, not returned.",
+    )
+
+
+class MemoryWriteResult(Frozen):
+    memory_id: uuid.UUID
+    version: int
+    superseded_id: uuid.UUID | None = Field(default=None, description="The version this write replaced.")
+
+
+class MemoryQuery(Frozen):
+    """Input of ``memory_query``: entity filter, then temporal filter, then hybrid ranking, top-k."""
+
+    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
+    entity: Name | None = Field(default=None, description="Only memories about this entity.")
+    scope: MemoryScope | None = Field(default=None, description="Only this scope; default all scopes.")
+    top_k: TopK = 5
+    include_history: bool = Field(default=False, description="Also return superseded versions.")
+    as_of: datetime | None = Field(default=None, description="Answer as the memory stood at this time.")
+    valid_at: datetime | None = Field(
+        default=None, description="Only memories in effect at this time (default: as_of, or now)."
+    )
+
+
+class MatchExplanation(Frozen):
+    """Why a memory matched: which filters it passed and its score at each ranking stage."""
+
+    entity: Name | None = Field(description="The entity filter it passed (None: no filter).")
+    valid_at: datetime = Field(description="The moment the temporal filter checked validity at.")
+    dense_similarity: float | None = Field(description="Cosine similarity to the query (None: not a dense hit).")
+    dense_rank: int | None
+    lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
+    lexical_rank: int | None
+    fused: float = Field(description="Weighted reciprocal-rank fusion of the two rankings.")
+    activity: float = Field(description="Activity score at query time.")
+
+
+class MemoryRecord(Frozen):
+    """A stored memory version as callers see it."""
+
+    memory_id: uuid.UUID
+    key: Name
+    value: MemoryValue
+    scope: MemoryScope
+    entity: Name | None
+    metadata: JsonObject
+    source_ids: tuple[SourceId, ...]
+    version: int
+    state: MemoryState
+    archived: bool
+    created_at: datetime
+    valid_from: datetime
+    expires_at: datetime | None
+
+
+class MemoryHit(Frozen):
+    memory: MemoryRecord
+    score: float
+    why: MatchExplanation
+
+
+class MemoryQueryResult(Frozen):
+    hits: tuple[MemoryHit, ...]
+    candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
+    cached: bool = False
+
+
+class MemoryUpdate(Frozen):
+    """Input of ``memory_update``: a new version of the memory's value (and metadata, if given)."""
+
+    memory_id: uuid.UUID
+    value: MemoryValue
+    metadata: JsonObject | None = Field(default=None, description="Replaces the metadata; default keep it.")
+
+
+class MemoryForget(Frozen):
+    """Input of ``memory_forget``: remove the memory and all its versions, from every store."""
+
+    memory_id: uuid.UUID
+
+
+class MemoryForgetResult(Frozen):
+    memory_id: uuid.UUID
+    removed_versions: int
+
+
+class Turn(Frozen):
+    """One raw interaction for the log: cheap to write, re-evaluated later."""
+
+    speaker: Name = Field(default="user")
+    text: Annotated[str, Field(min_length=1, max_length=20_000), AfterValidator(no_nul)]
+    at: datetime | None = Field(default=None, description="When it happened; default now.")
+    metadata: JsonObject = Field(default_factory=dict)
+
+
+class ObserveResult(Frozen):
+    log_id: uuid.UUID
+    promoted: MemoryWriteResult | None = Field(default=None, description="Set when a rule stored it at once.")
+    reason: PromotionReason | None = None
+
+
+class MaintenanceReport(Frozen):
+    """What a maintenance job (re-evaluation, decay, purge) changed."""
+
+    scanned: int = 0
+    changed: int = 0
+    memory_ids: tuple[uuid.UUID, ...] = ()
+
+
+def value_text(value: str | dict[str, JsonValue]) -> str:
+    """The searchable text of a value: the string itself, or ``key: value`` lines for a JSON object."""
+    if isinstance(value, str):
+        return value
+    return "\n".join(f"{k}: {_flatten(v)}" for k, v in value.items())
+
+
+def _flatten(value: JsonValue) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k} {_flatten(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return " ".join(_flatten(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def dedupe(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(ids))

@@ -1,0 +1,1 @@
+"""Shared storage plumbing: the SQL database and its migrations, the Milvus connection."""
