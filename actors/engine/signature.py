@@ -72,7 +72,7 @@ def decision_signature(trajectory: Trajectory, node: Node) -> DecisionSignature:
     if header.task_type is None:
         goal = node.context_snapshot.get("goal")
         words = goal_words(goal if isinstance(goal, str) else header.task)
-    return _signature(
+    return situation_signature(
         header.role,
         header.task_type,
         words,
@@ -82,10 +82,11 @@ def decision_signature(trajectory: Trajectory, node: Node) -> DecisionSignature:
 
 
 @functools.lru_cache(maxsize=4096)
-def _signature(
+def situation_signature(
     role: str, task_type: str | None, words: tuple[str, ...], actions: tuple[str, ...], keys: tuple[str, ...]
 ) -> DecisionSignature:
-    # Cached: a fleet repeats a few hundred situations, and building the model per node dominated profiles.
+    """The signature of a decision from its parts (cached: a fleet repeats a few hundred situations,
+    and building the model per node dominated profiles)."""
     return DecisionSignature(role=role, task_type=task_type, goal_words=words, actions=actions, context_keys=keys)
 
 

@@ -200,6 +200,8 @@ class HindsightPolicy(ExplorePolicy):
                 "context": describe(episode, view),
                 "role": view.role,
                 "task_type": episode.task_type,
+                # The scripted agent reads whole templates (placeholders, conditions), not the lean view.
+                "detail": True,
             }
             if self.top_k is not None:
                 args["top_k"] = self.top_k

@@ -11,22 +11,65 @@ from typing import Annotated
 
 from pydantic import Field
 
-from cluster.core.types import Frozen, Name, Text
+from cluster.core.types import Frozen, JsonObject, Name, Text
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate
 
 MAX_TOP_K = 8
 
 
+class Situation(Frozen):
+    """The decision an agent faces, in structure: what it sees and what it can do now.
+
+    Sent with a query, it lets the service check each template's learned condition against the
+    snapshot and keep templates for this decision only.
+    """
+
+    context_snapshot: JsonObject = Field(default_factory=dict, description="What the agent sees now (JSON object).")
+    available_actions: tuple[Name, ...] = Field(default=(), max_length=200, description="Actions it can take now.")
+    decision: Name | None = Field(default=None, description="Optional name of the decision or step.")
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.context_snapshot and not self.available_actions and self.decision is None
+
+
 class ScoredTemplate(Frozen):
     template: ExperienceTemplate
     relevance: float = Field(description="Cosine similarity of the query context and the template, in [-1, 1].")
+    applicable: bool | None = Field(
+        default=None,
+        description="True: the condition holds in the situation sent; None: unknown (no situation, or a "
+        "feature it tests is missing); False: served only with include_inapplicable.",
+    )
+    score: float = Field(default=0.0, description="The ranking score (see cluster.experience.ranking).")
+
+
+class ServedExperience(Frozen):
+    """One template as an agent reads it by default: the rule, not its evidence."""
+
+    id: uuid.UUID = Field(description="Pass it to finalize_trajectory's served_template_ids.")
+    condition: str = Field(description="When it applies, rendered; empty means always.")
+    recommended: ActionPattern
+    avoid: ActionPattern | None = None
+    confidence: float
+    applicable: bool | None = None
+    text: str = Field(description="The rule in one line.")
 
 
 class ExperienceQueryResult(Frozen):
-    """Templates for one situation, most relevant first, and the block to put in a system prompt."""
+    """Templates for one situation, best first, and the block to put in a system prompt.
 
+    ``experiences`` is the lean view an agent reads; ``templates`` holds the full templates with
+    their provenance and support (the MCP tool sends them only with ``detail``).
+    """
+
+    experiences: tuple[ServedExperience, ...] = ()
     templates: tuple[ScoredTemplate, ...] = ()
     prompt_block: str = Field(default="", description="[EXPERIENCE]…[/EXPERIENCE], or empty when nothing matched.")
+
+    def lean(self) -> ExperienceQueryResult:
+        """The same answer without the full templates."""
+        return self.model_copy(update={"templates": ()})
 
 
 class ConfidenceReason(StrEnum):

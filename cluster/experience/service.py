@@ -23,8 +23,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from actors.engine import merge_into_library, update_confidence
+from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score
 from cluster.core.errors import InvalidInput
 from cluster.core.ports import Embedder
+from cluster.core.types import canonical_json
 from cluster.experience.models import (
     MAX_TOP_K,
     ConfidenceChange,
@@ -34,6 +36,8 @@ from cluster.experience.models import (
     LearnReport,
     OutcomeReport,
     ScoredTemplate,
+    ServedExperience,
+    Situation,
     TemplateEdit,
     content_hash,
 )
@@ -50,6 +54,10 @@ EXPORT_VERSION = 1
 # the owner's own: uuid5(this, "owner:id").
 IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
 _OVERFETCH = 2  # Milvus may be slightly behind SQL; fetch extra candidates and re-check them in SQL.
+# With a situation, candidates for other decisions or with a false condition drop out after the search.
+_SITUATION_OVERFETCH = 6
+_SITUATION_POOL = 32
+_SITUATION_TEXT_CHARS = 1000
 
 
 def _check_owner(owner: str) -> str:
@@ -102,22 +110,33 @@ class ExperienceService:
         top_k: int | None = None,
         min_confidence: float | None = None,
         include_other_roles: bool = False,
+        *,
+        situation: Situation | None = None,
+        include_inapplicable: bool = False,
     ) -> ExperienceQueryResult:
-        """The owner's templates most relevant to ``context``, best first, with a prompt block.
+        """The owner's templates for this situation, best first, with a prompt block.
 
         Only templates of ``role`` unless ``include_other_roles``; with ``task_type``, templates of
         that task type or of none. At most ``top_k`` (default ``experience_top_k``, hard cap 8),
         each with confidence ≥ ``min_confidence`` (default ``confidence_threshold``). An empty
         library gives an empty result.
 
+        With a ``situation`` (context snapshot, available actions) each candidate's learned
+        condition is checked against the snapshot and templates for other decisions are dropped;
+        applicable ones rank first by :func:`actors.engine.serving.rank_score`. Templates whose
+        condition is false are served only with ``include_inapplicable`` (last, marked so).
+        Without one, templates rank by text relevance. ``context`` may be empty when a
+        situation is sent.
+
         Raises:
-            InvalidInput: empty context, top_k < 1 or min_confidence outside [0, 1].
+            InvalidInput: no context and no situation, top_k < 1 or min_confidence outside [0, 1].
         """
         _check_owner(owner)
-        if not context.strip():
-            raise InvalidInput("context must not be empty")
+        situation = situation if situation is not None and not situation.is_empty else None
         if "\x00" in context:
             raise InvalidInput("NUL bytes are not allowed in context")
+        if not context.strip() and situation is None:
+            raise InvalidInput("context must not be empty (or send the situation: context_snapshot, available_actions)")
         k = self.top_k if top_k is None else top_k
         if k < 1:
             raise InvalidInput("top_k must be at least 1")
@@ -125,34 +144,66 @@ class ExperienceService:
         threshold = self.confidence_threshold if min_confidence is None else min_confidence
         if not 0.0 <= threshold <= 1.0:
             raise InvalidInput("min_confidence must be within [0, 1]")
-        vector = self.embedder.embed([context])[0]
+        text = context if situation is None else _situation_text(context, task_type, situation)
+        vector = self.embedder.embed([text])[0]
+        # A situation filters candidates after the search, so it needs a deeper pool to fill k.
+        limit = k * _OVERFETCH if situation is None else max(k * _SITUATION_OVERFETCH, _SITUATION_POOL)
         hits = self.index.search(
             owner,
             vector,
-            limit=k * _OVERFETCH,
+            limit=limit,
             role=None if include_other_roles else role,
             task_type=task_type,
             min_confidence=threshold,
         )
-        if not hits:
-            return ExperienceQueryResult()
+        relevance = {h.template_id: h.score for h in hits}
+        signature = None
+        if situation is not None:
+            signature = query_signature(
+                role, task_type, context, situation.context_snapshot, situation.available_actions
+            )
         with self.db.read() as session:
-            templates = SqlExperienceStore(session).get_many(owner, [h.template_id for h in hits])
+            store = SqlExperienceStore(session)
+            templates = store.get_many(owner, list(relevance))
+            if signature is not None:
+                # Templates learned at exactly this decision are candidates even when their text
+                # is not among the nearest: the structure says more than the words.
+                for template in store.families(owner, [signature]):
+                    templates.setdefault(template.template_id, template)
         scored: list[ScoredTemplate] = []
-        for hit in hits:
-            template = templates.get(hit.template_id)
+        for template_id, template in templates.items():
             # SQL has the last word: the index may lag behind a confidence drop or a role edit.
-            if template is None or template.confidence < threshold:
+            if template.confidence < threshold:
                 continue
             if not include_other_roles and template.role != role:
                 continue
             if task_type is not None and template.task_type not in (task_type, None):
                 continue
-            scored.append(ScoredTemplate(template=template, relevance=round(hit.score, 6)))
-            if len(scored) == k:
-                break
+            score = round(relevance.get(template_id, 0.0), 6)
+            if situation is None:
+                scored.append(ScoredTemplate(template=template, relevance=score, score=score))
+                continue
+            judged = fit(template, situation.context_snapshot, situation.available_actions, signature)
+            if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
+                continue
+            scored.append(
+                ScoredTemplate(
+                    template=template,
+                    relevance=score,
+                    applicable=applicable(judged),
+                    score=rank_score(judged, template.confidence, score),
+                )
+            )
+        # Ties (equal scores) go to the more confident, then to the id, so answers are deterministic.
+        scored.sort(
+            key=lambda s: (s.applicable is not False, s.score, s.template.confidence, str(s.template.template_id)),
+            reverse=True,
+        )
+        scored = scored[:k]
         return ExperienceQueryResult(
-            templates=tuple(scored), prompt_block=render_prompt_block([s.template for s in scored])
+            experiences=tuple(_served(s) for s in scored),
+            templates=tuple(scored),
+            prompt_block=render_prompt_block([s.template for s in scored]),
         )
 
     def get_template(self, owner: str, template_id: uuid.UUID) -> ExperienceTemplate:
@@ -424,6 +475,29 @@ class ExperienceService:
                 for (t, _), v in zip(items, vectors, strict=True)
             ]
         )
+
+
+def _situation_text(context: str, task_type: str | None, situation: Situation) -> str:
+    """What gets embedded for a structured query: the words sent, the decision and what is in view."""
+    parts = [context.strip(), task_type or "", situation.decision or ""]
+    if situation.available_actions:
+        parts.append("actions: " + ", ".join(situation.available_actions))
+    if situation.context_snapshot:
+        parts.append(canonical_json(situation.context_snapshot)[:_SITUATION_TEXT_CHARS])
+    return " ".join(p for p in parts if p)
+
+
+def _served(scored: ScoredTemplate) -> ServedExperience:
+    template = scored.template
+    return ServedExperience(
+        id=template.template_id,
+        condition=template.condition_text(),
+        recommended=template.recommended,
+        avoid=template.avoid,
+        confidence=template.confidence,
+        applicable=scored.applicable,
+        text=template.brief(),
+    )
 
 
 def _owned_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:

@@ -16,6 +16,9 @@ from pydantic import Field, JsonValue
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, utcnow
 
+# One served line stays near 70 tokens: five of them and the markers fit in 2 KB.
+BRIEF_CHARS = 320
+
 Operator = Literal[">", ">=", "<", "<=", "==", "!=", "in", "contains"]
 
 
@@ -114,9 +117,13 @@ class ExperienceTemplate(Frozen):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
+    def condition_text(self) -> str:
+        """The condition in words; empty when the template always applies."""
+        return self.condition.description or " and ".join(p.render() for p in self.condition.predicates)
+
     def render(self) -> str:
         """Deterministic natural-language form of the template."""
-        when = self.condition.description or " and ".join(p.render() for p in self.condition.predicates)
+        when = self.condition_text()
         parts = [f"When {when}, prefer {self.recommended.render()}" if when else f"Prefer {self.recommended.render()}"]
         if self.avoid is not None:
             parts.append(f"; avoid {self.avoid.render()}")
@@ -127,13 +134,29 @@ class ExperienceTemplate(Frozen):
             text += f" Caveat: {caveat.rstrip('.')}."
         return text
 
+    def brief(self, max_chars: int = BRIEF_CHARS) -> str:
+        """:meth:`render` on one line, cut at a sentence (or word) boundary to at most ``max_chars``."""
+        text = " ".join(self.render().split())
+        if len(text) <= max_chars:
+            return text
+        cut = text.rfind(". ", 0, max_chars)
+        if cut < max_chars // 2:
+            cut = text.rfind(" ", 0, max_chars - 1)
+            return text[:cut].rstrip(" ,;") + "…"
+        return text[: cut + 1]
 
-def render_prompt_block(templates: list[ExperienceTemplate]) -> str:
-    """The block to put in a system prompt, before the tool descriptions. Empty list → empty string."""
+
+def render_prompt_block(templates: list[ExperienceTemplate], *, full: bool = False) -> str:
+    """The block to put in a system prompt, before the tool descriptions. Empty list → empty string.
+
+    Each line is the template's :meth:`~ExperienceTemplate.brief` (``full``: its whole rendering)
+    and its confidence: the block is read by a model on every decision, so it stays short.
+    """
     if not templates:
         return ""
     lines = ["[EXPERIENCE]"]
     for i, template in enumerate(templates, 1):
-        lines.append(f"{i}. {template.render()} (confidence {template.confidence:.2f})")
+        text = template.render() if full else template.brief()
+        lines.append(f"{i}. {text} (confidence {template.confidence:.2f})")
     lines.append("[/EXPERIENCE]")
     return "\n".join(lines)

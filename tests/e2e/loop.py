@@ -48,7 +48,8 @@ async def record_lessons(client: Client) -> list[uuid.UUID]:
 
 
 async def query(client: Client, **extra: Any) -> dict[str, Any]:
-    return await call(client, "query_experience", {"context": QUERY, "role": "executor", **extra})
+    """``query_experience`` with ``detail``: the full templates, so tests can read their evidence."""
+    return await call(client, "query_experience", {"context": QUERY, "role": "executor", "detail": True, **extra})
 
 
 async def check_served_and_feedback(client: Client) -> None:

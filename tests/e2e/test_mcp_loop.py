@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.milvus]
 
 async def test_an_empty_library_serves_nothing(client: Client) -> None:
     served = await query(client)
-    assert served == {"templates": [], "prompt_block": ""}
+    assert served == {"experiences": [], "templates": [], "prompt_block": ""}
 
 
 async def test_finalized_trajectories_become_served_experience(client: Client, services: Services) -> None:

@@ -1,0 +1,133 @@
+"""Serving by situation: does a template apply to the decision an agent faces now, and how to rank it.
+
+An agent may send its situation with a query: the context snapshot, the actions it can take and
+optionally a decision name. Each candidate template is then judged:
+
+* **Another decision.** If the agent sent its available actions and the template's recommended
+  tool is not among them, the template is for another decision: not applicable.
+* **Condition.** Every predicate of the template's learned condition is evaluated on the
+  snapshot (flattened as in :func:`~actors.engine.conditions.flatten_context`). A predicate on a
+  feature the snapshot lacks is *unknown*, never false: the agent may simply not have sent it.
+  One false predicate makes the template not applicable.
+* **Same signature.** A template learned at exactly this decision signature (role, task type or
+  goal words, action set, context keys) fits better than one that merely shares the tool.
+
+The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
+template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
+relevance (cosine, clipped at 0)::
+
+    score = 0.5 * fit + 0.3 * confidence + 0.2 * relevance
+
+Fit dominates on purpose: a template that provably applies beats a more confident or more
+similar one that may not. Without a situation nothing is known about fit, and callers rank by
+relevance alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+
+from pydantic import JsonValue
+
+from actors.engine.conditions import flatten_context, holds
+from actors.engine.signature import goal_words, signature_key, situation_signature
+from cluster.experience.templates import Condition, ExperienceTemplate
+
+WEIGHT_FIT = 0.5
+WEIGHT_CONFIDENCE = 0.3
+WEIGHT_RELEVANCE = 0.2
+
+
+class Fit(StrEnum):
+    """How well a template fits a situation, best first."""
+
+    HOLDS_SAME_DECISION = "holds_same_decision"
+    HOLDS = "holds"
+    ALWAYS_SAME_DECISION = "always_same_decision"
+    ALWAYS = "always"
+    UNKNOWN = "unknown"
+    NOT_APPLICABLE = "not_applicable"
+
+
+FIT: dict[Fit, float] = {
+    Fit.HOLDS_SAME_DECISION: 1.0,
+    Fit.HOLDS: 0.9,
+    Fit.ALWAYS_SAME_DECISION: 0.8,
+    Fit.ALWAYS: 0.7,
+    Fit.UNKNOWN: 0.5,
+    Fit.NOT_APPLICABLE: 0.0,
+}
+
+
+def evaluate_condition(condition: Condition, context_snapshot: Mapping[str, JsonValue]) -> bool | None:
+    """Whether ``condition`` holds in the snapshot: True, False, or None when a tested feature is missing.
+
+    An empty condition always holds. One false predicate decides False even if others are unknown.
+    """
+    features = flatten_context(context_snapshot)
+    unknown = False
+    for predicate in condition.predicates:
+        if predicate.feature not in features:
+            unknown = True
+        elif not holds(predicate, features):
+            return False
+    return None if unknown else True
+
+
+def query_signature(
+    role: str,
+    task_type: str | None,
+    query_text: str,
+    context_snapshot: Mapping[str, JsonValue],
+    available_actions: Sequence[str],
+) -> str | None:
+    """The decision-signature key of a situation, comparable with ``ExperienceTemplate.signature``.
+
+    None when no actions were sent (a signature needs the action set).
+    """
+    if not available_actions:
+        return None
+    words: tuple[str, ...] = ()
+    if task_type is None:
+        goal = context_snapshot.get("goal")
+        words = goal_words(goal if isinstance(goal, str) else query_text)
+    return signature_key(
+        situation_signature(
+            role, task_type, words, tuple(sorted(set(available_actions))), tuple(sorted(context_snapshot))
+        )
+    )
+
+
+def fit(
+    template: ExperienceTemplate,
+    context_snapshot: Mapping[str, JsonValue],
+    available_actions: Sequence[str],
+    signature: str | None,
+) -> Fit:
+    """How ``template`` fits the situation (see the module docstring for the rules)."""
+    if available_actions and template.recommended.tool not in available_actions:
+        return Fit.NOT_APPLICABLE
+    same = signature is not None and template.signature == signature
+    if not template.condition.predicates:
+        return Fit.ALWAYS_SAME_DECISION if same else Fit.ALWAYS
+    if not context_snapshot:
+        return Fit.UNKNOWN
+    verdict = evaluate_condition(template.condition, context_snapshot)
+    if verdict is False:
+        return Fit.NOT_APPLICABLE
+    if verdict is None:
+        return Fit.UNKNOWN
+    return Fit.HOLDS_SAME_DECISION if same else Fit.HOLDS
+
+
+def applicable(value: Fit) -> bool | None:
+    """The tri-state an agent reads: True (it applies), None (unknown), False (it does not)."""
+    if value is Fit.NOT_APPLICABLE:
+        return False
+    return None if value is Fit.UNKNOWN else True
+
+
+def rank_score(value: Fit, confidence: float, relevance: float) -> float:
+    """The blended ranking score in [0, 1]."""
+    return round(WEIGHT_FIT * FIT[value] + WEIGHT_CONFIDENCE * confidence + WEIGHT_RELEVANCE * max(0.0, relevance), 6)

@@ -1,0 +1,108 @@
+"""What every MCP tool shares: the owner from the credential, error mapping, timing, store threads.
+
+A tool body parses its input, makes one service call and returns a model. :meth:`Toolbox.tool`
+registers it with the timing and error mapping every tool gets, so a tool body holds no
+plumbing. Errors raise: a hindsight error becomes a ``ToolError`` whose message the model reads
+(``is_error``); anything else is a crash the SDK reports without leaking internals.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
+
+from cluster.auth import OwnerResolver
+from cluster.core.errors import HindsightError
+from cluster.services import Services
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """Map what the caller got wrong to a ``ToolError`` that names it."""
+    try:
+        yield
+    except HindsightError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+    except ValidationError as exc:
+        raise ToolError(f"InvalidInput: {exc}") from exc
+
+
+# Store work of all tools in this process shares a few threads: every extra thread only adds GIL
+# hand-offs. Measured on Postgres with 32 agents: 279 calls/s on anyio's default 40 threads, 409 on 4.
+_STORE_THREADS = anyio.CapacityLimiter(4)
+
+
+def answer(result: BaseModel, text: str) -> CallToolResult:
+    """A tool result whose text content is ``text`` (what a model reads) and whose structured
+    content is ``result``: the JSON is not repeated as text."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json")
+    )
+
+
+@dataclass
+class Toolbox:
+    """The services behind the tools and the helpers every tool uses."""
+
+    server: MCPServer
+    services: Services
+    owners: OwnerResolver
+
+    def __post_init__(self) -> None:
+        # A trajectory write on the embedded SQLite is in-process work of ~0.5 ms; a worker thread
+        # costs more than that (the GIL changes hands around every SQLite call), so it runs on the
+        # event loop. A network database keeps the event loop free for other requests instead.
+        self._capture_inline = self.services.db.dialect == "sqlite"
+
+    def owner(self, ctx: Context) -> str:
+        """The owner the request's credential maps to (never a tool argument)."""
+        with tool_errors():
+            return self.owners.owner_for(ctx.request_context.request)
+
+    async def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run blocking store work off the event loop, mapping errors for the model."""
+        with tool_errors():
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_STORE_THREADS)
+
+    async def capture(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run a trajectory write where it is cheapest for this database (see ``__post_init__``)."""
+        if not self._capture_inline:
+            return await self.call(fn, *args, **kwargs)
+        with tool_errors():
+            return fn(*args, **kwargs)
+
+    def tool(self, description: str | None = None) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+        """Register an async tool (named after the function), timed and counted once per call."""
+
+        def register(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+            name = fn.__name__
+            metrics = self.services.metrics
+
+            @functools.wraps(fn)
+            async def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+                start = time.perf_counter()
+                ok = False
+                try:
+                    result = await fn(*args, **kwargs)
+                    ok = True
+                    return result
+                finally:
+                    metrics.observe_tool(name, time.perf_counter() - start, ok)
+
+            self.server.tool(description=description)(timed)
+            return timed
+
+        return register

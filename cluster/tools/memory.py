@@ -1,0 +1,97 @@
+"""Long-term memory tools: write, query, update, forget."""
+
+# Annotations stay eager here: the SDK reads them, and some hold values taken from settings.
+import time
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from pydantic import Field, JsonValue
+
+from cluster.memory.models import (
+    MemoryForget,
+    MemoryForgetResult,
+    MemoryQuery,
+    MemoryQueryResult,
+    MemoryUpdate,
+    MemoryWrite,
+    MemoryWriteResult,
+)
+from cluster.memory.policy import MemoryScope, Ttl
+from cluster.tools.common import Toolbox, tool_errors
+
+
+def register_memory_tools(box: Toolbox) -> None:
+    """``memory_write``, ``memory_query``, ``memory_update`` and ``memory_forget``."""
+
+    @box.tool()
+    async def memory_write(
+        key: Annotated[str, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")],
+        value: Annotated[str | dict[str, JsonValue], Field(description="Text, or a JSON object for state.")],
+        ctx: Context,
+        scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
+        ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
+        metadata: dict[str, JsonValue] | None = None,
+        entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
+        source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
+    ) -> MemoryWriteResult:
+        """Remember something across sessions. Writing an existing key makes a new version and hides
+        the old one from queries."""
+        owner = box.owner(ctx)
+        with tool_errors():
+            request = MemoryWrite(
+                key=key,
+                value=value,
+                scope=scope or MemoryScope(),
+                ttl=ttl or Ttl(),
+                metadata=metadata or {},
+                entity=entity,
+                source_ids=tuple(source_ids or ()),
+            )
+        result = await box.call(box.services.memory.apply_write, owner, request)
+        box.services.metrics.memory_writes.inc()
+        return result
+
+    @box.tool()
+    async def memory_query(
+        query: Annotated[str, Field(description="What you want to recall, in words.")],
+        ctx: Context,
+        entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
+        scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
+        top_k: Annotated[int, Field(ge=1, le=100)] = 5,
+        include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
+        as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
+    ) -> MemoryQueryResult:
+        """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
+        Each hit says why it matched."""
+        owner = box.owner(ctx)
+        with tool_errors():
+            request = MemoryQuery(
+                query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
+            )
+        start = time.perf_counter()
+        result = await box.call(box.services.memory.run_query, owner, request)
+        box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
+        return result
+
+    @box.tool()
+    async def memory_update(
+        memory_id: uuid.UUID,
+        value: str | dict[str, JsonValue],
+        ctx: Context,
+        metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
+    ) -> MemoryWriteResult:
+        """Change a memory's value: makes a new version with the same key, scope and lifetime."""
+        owner = box.owner(ctx)
+        with tool_errors():
+            request = MemoryUpdate(memory_id=memory_id, value=value, metadata=metadata)
+        result = await box.call(box.services.memory.apply_update, owner, request)
+        box.services.metrics.memory_writes.inc()
+        return result
+
+    @box.tool()
+    async def memory_forget(memory_id: uuid.UUID, ctx: Context) -> MemoryForgetResult:
+        """Delete a memory and all its versions, everywhere."""
+        owner = box.owner(ctx)
+        return await box.call(box.services.memory.apply_forget, owner, MemoryForget(memory_id=memory_id))
