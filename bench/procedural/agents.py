@@ -1,6 +1,6 @@
 """Scripted agents (no LLM) and the loop that runs one episode through hindsight's MCP tools.
 
-Three policies share one loop (:func:`run_episode`), so they differ only in how they choose:
+Four policies share one loop (:func:`run_episode`), so they differ only in how they choose:
 
 * :class:`ExplorePolicy` — no memory: tries the calls a naive agent would think of, in a seeded
   random order, retrying until one works or the budget runs out.
@@ -8,8 +8,10 @@ Three policies share one loop (:func:`run_episode`), so they differ only in how 
   verbatim, exploring when a replayed call is unavailable or fails.
 * :class:`HindsightPolicy` — asks ``query_experience`` at each decision, follows a served
   template whose condition holds, avoids what it says to avoid, and explores otherwise.
+* :class:`bench.procedural.naive.NaivePolicy` — the naive baseline: one in-process rule per
+  action that ever worked, with one separating context feature and a Laplace confidence.
 
-All three record every call and finalize through MCP, so all pay the same recording cost.
+All of them record every call and finalize through MCP, so all pay the same recording cost.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from cluster.core.trajectory import Frozen
 
 logger = logging.getLogger(__name__)
 
-Source = Literal["explore", "replay", "template"]
+Source = Literal["explore", "replay", "template", "rule"]
 REPORT_CHUNK = 8  # report_experience_outcome takes at most 8 template ids per call
 
 
@@ -39,12 +41,14 @@ class Decision(Frozen):
 
     call: Call
     source: Source
-    template_id: str | None = None
+    template_id: str | None = Field(default=None, description="The template (or naive rule) followed.")
 
     @property
     def reasoning(self) -> str:
         if self.source == "template":
             return f"following experience template {self.template_id}"
+        if self.source == "rule":
+            return f"following naive rule {self.template_id}"
         return "replaying a stored trajectory" if self.source == "replay" else "exploring"
 
 
@@ -55,6 +59,8 @@ class EpisodeResult(Frozen):
     seed: int
     succeeded: bool
     steps: int = Field(ge=0)
+    oracle_steps: float = Field(default=0.0, ge=0.0, description="Fewest steps an agent knowing the rules needs.")
+    latency_ms: int = Field(default=0, ge=0, description="Simulated latency of every call, summed.")
     served_template_ids: tuple[str, ...] = ()
     applied_template_ids: tuple[str, ...] = ()
     served_supplementary: int = Field(default=0, ge=0, description="Served edge-case templates (with a parent).")
@@ -302,6 +308,8 @@ async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, a
         seed=episode.seed,
         succeeded=episode.succeeded,
         steps=episode.steps,
+        oracle_steps=episode.oracle_steps(),
+        latency_ms=sum(r.latency_ms or 0 for _, _, r in episode.history),
         served_template_ids=tuple(sorted({t for ids in served.values() for t in ids})),
         trajectory_ids={role: str(tid) for role, tid in recorder.trajectories.items()},
     )

@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval", type=int, default=10, help="evaluation episodes per family and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated: none,replay,hindsight")
+    parser.add_argument("--families", default=None, help="comma-separated (default: all eleven)")
+    parser.add_argument(
+        "--conditions", default=",".join(CONDITIONS), help="comma-separated: none,replay,naive,hindsight"
+    )
     args = parser.parse_args(argv)
     config = BenchConfig.model_validate(
         {
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "conditions": tuple(args.conditions.split(",")),
         }
+        | ({"families": tuple(args.families.split(","))} if args.families else {})
     )
 
     async def go(data_dir: Path) -> BenchResults:
