@@ -315,13 +315,13 @@ def _templates(policy: Policy | None) -> tuple[LearnedTemplate, ...]:
     out = [
         LearnedTemplate(
             template_id=tid,
-            role=t.role,
-            task_type=t.task_type,
-            confidence=t.confidence,
-            supplementary=t.parent_id is not None,
-            text=t.render(),
+            role=served.template.role,
+            task_type=served.template.task_type,
+            confidence=served.template.confidence,
+            supplementary=served.template.parent_id is not None,
+            text=served.rendered(),
         )
-        for tid, t in policy.library.items()
+        for tid, served in policy.library.items()
     ]
     return tuple(sorted(out, key=lambda t: (t.task_type or "", t.role, -t.confidence, t.template_id)))
 
