@@ -281,6 +281,42 @@ def generalization(cells: Sequence[CellResult], config: BenchConfig, round_: int
     return GeneralizationReport(round=round_, choices=config.choices(), groups=FAMILY_GROUPS, cells=tuple(out))
 
 
+TUNING_GRID: tuple[tuple[int | None, float | None], ...] = ((8, None), (5, None), (8, 0.5), (5, 0.5))
+"""(top_k, min_confidence) candidates ``run_local --tune`` tries on the tuning group."""
+
+
+def pick_choice(candidates: Sequence[BenchResults]) -> AgentChoices:
+    """The hindsight settings that did best on the tuning group's last round, from tuning-only runs.
+
+    Best = highest success, then lowest steps/oracle, then the earlier candidate. Only families of
+    the tuning group may appear in the runs: choosing must never look at the held-out group.
+
+    Raises:
+        ValueError: No candidates, or a candidate ran a held-out family or no hindsight condition.
+    """
+    scored: list[tuple[float, float, int, BenchConfig]] = []
+    for index, run in enumerate(candidates):
+        config = run.config
+        if not set(config.families) <= set(FAMILY_GROUPS["tuning"]):
+            raise ValueError("a tuning run may only use tuning-group families")
+        cell = run.cell("hindsight", config.rounds)
+        if cell is None:
+            raise ValueError("a tuning run needs the hindsight condition")
+        scored.append((-cell.success_rate, cell.oracle_ratio or float("inf"), index, config))
+    if not scored:
+        raise ValueError("no candidates")
+    scored.sort(key=lambda item: item[:3])
+    best = scored[0][3]
+    tried = ", ".join(
+        f"top_k {c.top_k}/min_confidence {c.min_confidence}" for *_, c in sorted(scored, key=lambda i: i[2])
+    )
+    return AgentChoices(
+        top_k=best.top_k,
+        min_confidence=best.min_confidence,
+        how=f"best success, then steps/oracle, on the tuning group alone among {tried}",
+    )
+
+
 def _policy(condition: Condition, config: BenchConfig, embedder: Callable[[], Embedder]) -> Policy:
     if condition == "hindsight":
         return HindsightPolicy(top_k=config.top_k, min_confidence=config.min_confidence)

@@ -17,6 +17,7 @@ from bench.procedural.harness import (
     BenchResults,
     check_targets,
     in_process_clients,
+    pick_choice,
     run_bench,
     seed_for,
 )
@@ -188,3 +189,18 @@ def test_the_report_shows_every_family_for_every_condition(results: BenchResults
     assert "steps/oracle" in printed
     assert "Generalization, round 2" in printed
     assert "naive" in printed
+
+
+def test_agent_settings_are_picked_on_the_tuning_group_alone(results: BenchResults) -> None:
+    def run(top_k: int, success: float, ratio: float, families: tuple[str, ...] = TINY.families) -> BenchResults:
+        cells = tuple(c.model_copy(update={"success_rate": success, "oracle_ratio": ratio}) for c in results.cells)
+        config = results.config.model_copy(update={"top_k": top_k, "families": families})
+        return results.model_copy(update={"config": config, "cells": cells})
+
+    choice = pick_choice([run(8, 0.9, 1.1), run(5, 1.0, 1.4), run(3, 1.0, 1.2)])
+    assert (choice.top_k, choice.chosen_on) == (3, "tuning")
+    assert "top_k 8" in choice.how
+    with pytest.raises(ValueError, match="tuning-group"):
+        pick_choice([run(8, 1.0, 1.0, families=("product_import", "asset_preview"))])
+    with pytest.raises(ValueError, match="no candidates"):
+        pick_choice([])
