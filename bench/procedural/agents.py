@@ -1,15 +1,19 @@
 """Scripted agents (no LLM) and the loop that runs one episode through hindsight's MCP tools.
 
-Three policies share one loop (:func:`run_episode`), so they differ only in how they choose:
+Four policies share one loop (:func:`run_episode`), so they differ only in how they choose:
 
 * :class:`ExplorePolicy` — no memory: tries the calls a naive agent would think of, in a seeded
   random order, retrying until one works or the budget runs out.
 * :class:`ReplayPolicy` — plain vector memory: replays the nearest stored successful trajectory
   verbatim, exploring when a replayed call is unavailable or fails.
-* :class:`HindsightPolicy` — asks ``query_experience`` at each decision, follows a served
-  template whose condition holds, avoids what it says to avoid, and explores otherwise.
+* :class:`HindsightPolicy` — asks ``query_experience`` at each decision (with the structured
+  situation — context snapshot, available actions, decision name — when the tool takes it),
+  follows a served template whose condition holds, avoids what it says to avoid, and explores
+  otherwise.
+* :class:`bench.procedural.naive.NaivePolicy` — the naive baseline: one in-process rule per
+  action that ever worked, with one separating context feature and a Laplace confidence.
 
-All three record every call and finalize through MCP, so all pay the same recording cost.
+All of them record every call and finalize through MCP, so all pay the same recording cost.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
+from mcp.shared.exceptions import MCPError
 from pydantic import Field, JsonValue
 
 from bench.procedural.env_base import Call, Episode, StepResult, StepView
@@ -26,12 +31,13 @@ from bench.procedural.following import Served, follow, parse_served
 from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
 from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
 from cluster.core.types import Frozen
-from cluster.experience.templates import ExperienceTemplate
 
 logger = logging.getLogger(__name__)
 
-Source = Literal["explore", "replay", "template"]
+Source = Literal["explore", "replay", "template", "rule"]
 REPORT_CHUNK = 8  # report_experience_outcome takes at most 8 template ids per call
+STRUCTURED_ARGS = ("context_snapshot", "available_actions", "decision")
+"""query_experience's optional structured-situation arguments, sent only when the tool takes them."""
 
 
 class Decision(Frozen):
@@ -39,12 +45,14 @@ class Decision(Frozen):
 
     call: Call
     source: Source
-    template_id: str | None = None
+    template_id: str | None = Field(default=None, description="The template (or naive rule) followed.")
 
     @property
     def reasoning(self) -> str:
         if self.source == "template":
             return f"following experience template {self.template_id}"
+        if self.source == "rule":
+            return f"following naive rule {self.template_id}"
         return "replaying a stored trajectory" if self.source == "replay" else "exploring"
 
 
@@ -55,6 +63,8 @@ class EpisodeResult(Frozen):
     seed: int
     succeeded: bool
     steps: int = Field(ge=0)
+    oracle_steps: float = Field(default=0.0, ge=0.0, description="Fewest steps an agent knowing the rules needs.")
+    latency_ms: int = Field(default=0, ge=0, description="Simulated latency of every call, summed.")
     served_template_ids: tuple[str, ...] = ()
     applied_template_ids: tuple[str, ...] = ()
     served_supplementary: int = Field(default=0, ge=0, description="Served edge-case templates (with a parent).")
@@ -171,8 +181,37 @@ def describe(episode: Episode, view: StepView) -> str:
     )
 
 
+async def tool_arguments(client: ToolClient, name: str) -> frozenset[str] | None:
+    """The argument names tool ``name`` advertises in its input schema; None when unknown."""
+    list_tools = getattr(client, "list_tools", None)
+    if list_tools is None:
+        return None
+    try:
+        listed: Any = await list_tools()
+    except MCPError as exc:  # a server without tool listing: fall back to trying the arguments
+        logger.warning("list_tools failed (%s); will try the structured query_experience arguments", exc)
+        return None
+    for tool in getattr(listed, "tools", None) or []:
+        if getattr(tool, "name", None) == name:
+            schema = getattr(tool, "input_schema", None) or {}
+            properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+            return frozenset(properties) if isinstance(properties, dict) else frozenset()
+    return None
+
+
+def _rejects_arguments(result: Any) -> bool:
+    text = error_text(result).lower()
+    return any(arg in text for arg in STRUCTURED_ARGS) or "unexpected keyword" in text or "extra" in text
+
+
 class HindsightPolicy(ExplorePolicy):
     """Follow served experience templates where their conditions hold; explore elsewhere.
+
+    The structured situation (``context_snapshot``, ``available_actions``, ``decision``) is sent
+    only when ``query_experience`` advertises those arguments (read once per client from
+    ``list_tools``); when the schema cannot be read, they are sent and, if the tool rejects them,
+    dropped for that client from then on. So the agent works against services with and without
+    situation-aware serving.
 
     Args:
         top_k: Passed to ``query_experience`` (None: the service default).
@@ -183,7 +222,8 @@ class HindsightPolicy(ExplorePolicy):
         super().__init__()
         self.top_k = top_k
         self.min_confidence = min_confidence
-        self.library: dict[str, ExperienceTemplate] = {}
+        self.library: dict[str, Served] = {}
+        self._accepts: dict[int, tuple[ToolClient, frozenset[str] | None]] = {}
         self._served: dict[tuple[str, str], list[Served]] = {}
         self._served_ids: dict[str, list[str]] = {}
         self._applied: list[tuple[str, str, bool]] = []
@@ -191,6 +231,23 @@ class HindsightPolicy(ExplorePolicy):
     async def begin(self, client: ToolClient, episode: Episode) -> None:
         await super().begin(client, episode)
         self._served, self._served_ids, self._applied = {}, {}, []
+
+    async def accepted(self, client: ToolClient) -> frozenset[str] | None:
+        """The structured arguments ``query_experience`` takes on this client (None: not known yet)."""
+        # Keyed by identity, holding the client so its id cannot be reused while we remember it.
+        if id(client) not in self._accepts:
+            names = await tool_arguments(client, "query_experience")
+            self._accepts[id(client)] = (client, None if names is None else names & frozenset(STRUCTURED_ARGS))
+        return self._accepts[id(client)][1]
+
+    def situation(self, view: StepView, accepted: frozenset[str] | None) -> dict[str, JsonValue]:
+        """The structured arguments to send: those the tool takes (all of them when unknown)."""
+        values: dict[str, JsonValue] = {
+            "context_snapshot": dict(view.context),
+            "available_actions": list(view.available_actions),
+            "decision": view.stage,
+        }
+        return {k: v for k, v in values.items() if accepted is None or k in accepted}
 
     async def query(self, client: ToolClient, episode: Episode, view: StepView) -> list[Served]:
         """Ask hindsight once per stage; an error (e.g. the tool is not deployed yet) serves nothing."""
@@ -200,24 +257,30 @@ class HindsightPolicy(ExplorePolicy):
                 "context": describe(episode, view),
                 "role": view.role,
                 "task_type": episode.task_type,
-                # The scripted agent reads whole templates (placeholders, conditions), not the lean view.
-                "detail": True,
             }
             if self.top_k is not None:
                 args["top_k"] = self.top_k
             if self.min_confidence is not None:
                 args["min_confidence"] = self.min_confidence
-            result: Any = await client.call_tool("query_experience", args)
+            accepted = await self.accepted(client)
+            structured = self.situation(view, accepted)
+            result: Any = await client.call_tool("query_experience", args | structured)
+            if structured and accepted is None and getattr(result, "is_error", False) and _rejects_arguments(result):
+                # An older tool that validates strictly: drop the situation for this client from now on.
+                self._accepts[id(client)] = (client, frozenset())
+                result = await client.call_tool("query_experience", args)
             if getattr(result, "is_error", False):
                 logger.warning("query_experience failed: %s", error_text(result))
                 served: list[Served] = []
             else:
-                served = parse_served(getattr(result, "structured_content", None))
+                served = parse_served(
+                    getattr(result, "structured_content", None), role=view.role, task_type=episode.task_type
+                )
             self._served[key] = served
             ids = self._served_ids.setdefault(view.role, [])
             for item in served:
                 tid = str(item.template.template_id)
-                self.library[tid] = item.template
+                self.library[tid] = item
                 if tid not in ids:
                     ids.append(tid)
         return self._served[key]
@@ -253,12 +316,12 @@ class HindsightPolicy(ExplorePolicy):
                 if getattr(outcome, "is_error", False):
                     logger.warning("report_experience_outcome failed: %s", error_text(outcome))
         applied = sorted({t for _, t in verdicts})
-        served = [self.library[t] for t in result.served_template_ids if t in self.library]
+        served = [self.library[t].template for t in result.served_template_ids if t in self.library]
         return result.model_copy(
             update={
                 "applied_template_ids": tuple(applied),
                 "served_supplementary": sum(t.parent_id is not None for t in served),
-                "applied_confidences": tuple(self.library[t].confidence for t in applied if t in self.library),
+                "applied_confidences": tuple(self.library[t].template.confidence for t in applied if t in self.library),
             }
         )
 
@@ -304,6 +367,8 @@ async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, a
         seed=episode.seed,
         succeeded=episode.succeeded,
         steps=episode.steps,
+        oracle_steps=episode.oracle_steps(),
+        latency_ms=sum(r.latency_ms or 0 for _, _, r in episode.history),
         served_template_ids=tuple(sorted({t for ids in served.values() for t in ids})),
         trajectory_ids={role: str(tid) for role, tid in recorder.trajectories.items()},
     )
@@ -321,4 +386,5 @@ __all__ = [
     "call_checked",
     "describe",
     "run_episode",
+    "tool_arguments",
 ]

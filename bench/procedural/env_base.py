@@ -4,7 +4,11 @@ An :class:`Episode` is one randomized task instance. At each step it shows a :cl
 (the role acting, a flat context snapshot, the actions available and the calls a naive agent
 would think of trying) and judges the :class:`Call` the agent makes. A successful call moves the
 episode to its next stage; a failed one leaves it where it is, so the agent can retry with
-another call. Every call costs one step; the episode fails when the budget runs out.
+another call. A call costs one step unless the environment charges more (a slow tool that does
+the work of three calls costs three); the episode fails when the budget runs out.
+
+Every family also computes its *oracle*: the fewest steps an agent that knew the hidden rules
+would spend on an instance (for a family with random tool failures, the expected fewest).
 
 Hidden rules live in the family subclasses (:mod:`bench.procedural.envs`): they decide from the
 instance's observable facts whether a call works. Failures that are the *tool's* fault are
@@ -36,10 +40,22 @@ class Call(Frozen):
 
 
 class StepResult(Frozen):
-    """What the environment answered to a call."""
+    """What the environment answered to a call, and what the call cost."""
 
     status: Status
     summary: str
+    steps: int = Field(default=1, ge=1, le=10, description="Steps the call is charged (its cost).")
+    latency_ms: int | None = Field(default=None, ge=0, description="Simulated wall time, where natural.")
+    tokens: int | None = Field(default=None, ge=0, description="Simulated token use, where natural.")
+
+    def cost(self) -> dict[str, JsonValue]:
+        """The cost fields for ``execution_result.data`` (``steps`` always, the others when known)."""
+        out: dict[str, JsonValue] = {"steps": self.steps}
+        if self.latency_ms is not None:
+            out["latency_ms"] = self.latency_ms
+        if self.tokens is not None:
+            out["tokens"] = self.tokens
+        return out
 
 
 class StepView(Frozen):
@@ -57,16 +73,16 @@ class StepView(Frozen):
         return len(set(self.available_actions)) > 1
 
 
-def ok(summary: str) -> StepResult:
-    return StepResult(status="success", summary=summary)
+def ok(summary: str, *, steps: int = 1, latency_ms: int | None = None) -> StepResult:
+    return StepResult(status="success", summary=summary, steps=steps, latency_ms=latency_ms)
 
 
-def fail(summary: str) -> StepResult:
-    return StepResult(status="failure", summary=summary)
+def fail(summary: str, *, steps: int = 1, latency_ms: int | None = None) -> StepResult:
+    return StepResult(status="failure", summary=summary, steps=steps, latency_ms=latency_ms)
 
 
-def partial(summary: str) -> StepResult:
-    return StepResult(status="partial", summary=summary)
+def partial(summary: str, *, steps: int = 1, latency_ms: int | None = None) -> StepResult:
+    return StepResult(status="partial", summary=summary, steps=steps, latency_ms=latency_ms)
 
 
 class Episode(ABC):
@@ -112,6 +128,14 @@ class Episode(ABC):
     def _next(self, stage: str, call: Call) -> str | None:
         """The stage after a successful ``call`` at ``stage``; None when the task is complete."""
 
+    @abstractmethod
+    def oracle_steps(self) -> float:
+        """The fewest steps this instance can be solved in by an agent that knows the hidden rules.
+
+        Read from the instance as drawn (not from what happened since); for a family whose right
+        call fails at random, the expected fewest steps given the failure rate.
+        """
+
     @property
     def succeeded(self) -> bool:
         """True once every stage is complete."""
@@ -141,7 +165,7 @@ class Episode(ABC):
         )
 
     def act(self, call: Call) -> StepResult:
-        """Make one call at the current stage; costs a step whatever happens.
+        """Make one call at the current stage; costs its steps (at least one) whatever happens.
 
         Raises:
             RuntimeError: The episode is already over.
@@ -149,7 +173,6 @@ class Episode(ABC):
         if self.done or self.stage is None:
             raise RuntimeError("the episode is over")
         stage = self.stage
-        self.steps += 1
         decoys = dict(self.decoys.get(stage, ()))
         if call.action in decoys:
             result = fail(decoys[call.action])
@@ -157,6 +180,7 @@ class Episode(ABC):
             result = fail(f"unknown action {call.action!r} here")
         else:
             result = self._judge(stage, call)
+        self.steps += result.steps
         self.history.append((stage, call, result))
         if result.status == "success":
             self.stage = self._next(stage, call)
@@ -188,3 +212,9 @@ def mismatch(call: Call, key: str, expected: str, what: str) -> StepResult | Non
     """A failure when a parameter names another instance's resource, else None."""
     got = call.params.get(key)
     return None if got == expected else fail(f"{what} {got!r} not found")
+
+
+def date_text(rng: random.Random, first_year: int = 2024, last_year: int = 2026) -> str:
+    """A day as clerks write it in Europe, ``dd/mm/yyyy`` (e.g. ``14/03/2026``)."""
+    day = rng.randint(1, 28)  # every month has a 28th: no invalid dates
+    return f"{day:02d}/{rng.randint(1, 12):02d}/{rng.randint(first_year, last_year)}"

@@ -105,6 +105,9 @@ class FormSubmit(Episode):
     def _next(self, stage: str, call: Call) -> str | None:
         return "submit" if stage == "open" else None
 
+    def oracle_steps(self) -> float:
+        return 2.0
+
 
 class TableLookup(Episode):
     """Find the price table on a web page and extract it."""
@@ -175,3 +178,7 @@ class TableLookup(Episode):
 
     def _next(self, stage: str, call: Call) -> str | None:
         return {"open": "locate", "locate": "extract"}.get(stage)
+
+    def oracle_steps(self) -> float:
+        # Some locator always fits: xpath on legacy pages, css on modern ones.
+        return 3.0

@@ -1,13 +1,18 @@
 """Following served experience templates: parse them, test their conditions, fill their params.
 
 This is the only place that reads ``query_experience`` results, so a change in that tool's
-result shape is a change here alone (:func:`parse_served`).
+result shape is a change here alone (:func:`parse_served`). Two shapes are read: today's full
+``templates`` list, and the lean ``experiences`` list the tool answers with by default once it
+takes the structured situation (``context_snapshot``, ``available_actions``): one line per
+template with its condition rendered as text and the service's own ``applicable`` verdict.
 """
 
 from __future__ import annotations
 
+import ast
 import logging
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,30 +20,53 @@ from pydantic import Field, JsonValue, ValidationError
 
 from bench.procedural.env_base import Call, StepView
 from cluster.core.types import Frozen
-from cluster.experience.templates import ExperienceTemplate, Predicate
+from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 logger = logging.getLogger(__name__)
 
 _PLACEHOLDER = re.compile(r"^<([^<>]+)>$")
 _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
+_RENDERED = re.compile(r"^(?P<feature>\S+) (?P<op>>=|<=|==|!=|>|<|in|contains) (?P<value>.+)$")
 
 
 class Served(Frozen):
-    """A template as served, with the relevance the service gave it (0 when absent)."""
+    """A template as served, with the relevance the service gave it (0 when absent).
+
+    From a lean answer the template is rebuilt from its one line: role and task type are the
+    ones asked for, and its predicates are parsed back from the rendered condition when they
+    can be (``condition_known``).
+    """
 
     template: ExperienceTemplate
     relevance: float = Field(default=0.0)
+    applicable: bool | None = Field(default=None, description="The service's verdict on our snapshot; None: unknown.")
+    condition_known: bool = Field(default=True, description="False: the condition is text we could not parse.")
+    text: str = Field(default="", description="The line the service rendered (lean answers).")
+
+    def rendered(self) -> str:
+        """The template in words: the service's line when it sent one."""
+        return self.text or self.template.render()
 
 
-def parse_served(structured: Mapping[str, Any] | None) -> list[Served]:
-    """Served templates from a ``query_experience`` structured result.
+def _score(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def parse_served(
+    structured: Mapping[str, Any] | None, *, role: str = "agent", task_type: str | None = None
+) -> list[Served]:
+    """Served templates from a ``query_experience`` structured result, old shape or lean.
 
     Accepts ``{"templates": [{"template": {...}, "score": x}]}`` and
     ``{"templates": [{...template fields..., "relevance": x}]}`` (``score``/``relevance`` either
-    way); entries that do not parse are skipped with a warning, never fatal.
+    way), and the lean ``{"experiences": [{"id", "condition", "recommended", "avoid",
+    "confidence", "applicable", "text"}]}``; full ``templates`` win when both are present (the
+    ``detail=true`` answer). Entries that do not parse are skipped with a warning, never fatal.
 
     Args:
         structured: The tool result's ``structured_content`` (None → nothing served).
+        role: The role the query was for (lean entries do not repeat it).
+        task_type: The task type the query was for (likewise).
 
     Returns:
         The templates in the order served.
@@ -46,6 +74,8 @@ def parse_served(structured: Mapping[str, Any] | None) -> list[Served]:
     if not structured:
         return []
     entries = structured.get("templates") or structured.get("result") or []
+    if not entries and isinstance(structured.get("experiences"), list):
+        return _parse_lean(structured["experiences"], role, task_type)
     out: list[Served] = []
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, Mapping):
@@ -57,7 +87,70 @@ def parse_served(structured: Mapping[str, Any] | None) -> list[Served]:
         except ValidationError as exc:
             logger.warning("skipping a served template that does not parse: %s", exc.error_count())
             continue
-        out.append(Served(template=template, relevance=float(score) if isinstance(score, int | float) else 0.0))
+        out.append(Served(template=template, relevance=_score(score)))
+    return out
+
+
+def parse_condition(text: str) -> tuple[Predicate, ...] | None:
+    """Predicates back from a rendered condition (``a > 3 and b == 'x'``); "" → always; None: unreadable."""
+    if not text.strip():
+        return ()
+    out: list[Predicate] = []
+    for part in text.split(" and "):
+        match = _RENDERED.match(part.strip())
+        if match is None:
+            return None
+        raw = match.group("value")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = {"true": True, "false": False, "null": None}.get(raw, raw)
+        try:
+            out.append(
+                Predicate.model_validate({"feature": match.group("feature"), "op": match.group("op"), "value": value})
+            )
+        except ValidationError:
+            return None
+    return tuple(out)
+
+
+def _pattern(raw: object) -> ActionPattern | None:
+    return ActionPattern.model_validate(raw) if isinstance(raw, Mapping) else None
+
+
+def _parse_lean(entries: Sequence[object], role: str, task_type: str | None) -> list[Served]:
+    out: list[Served] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        text = entry.get("condition")
+        predicates = parse_condition(text) if isinstance(text, str) else ()
+        applicable = entry.get("applicable")
+        try:
+            template = ExperienceTemplate(
+                template_id=uuid.UUID(str(entry.get("id"))),
+                role=role,
+                task_type=task_type,
+                condition=Condition(
+                    predicates=predicates or (),
+                    description=text if predicates is None and isinstance(text, str) else "",
+                ),
+                recommended=ActionPattern.model_validate(entry.get("recommended")),
+                avoid=_pattern(entry.get("avoid")),
+                confidence=_score(entry.get("confidence", 0.5)),
+            )
+        except (ValidationError, ValueError) as exc:
+            logger.warning("skipping a served experience that does not parse: %s", type(exc).__name__)
+            continue
+        out.append(
+            Served(
+                template=template,
+                relevance=_score(entry.get("relevance", entry.get("score", 0.0))),
+                applicable=applicable if isinstance(applicable, bool) else None,
+                condition_known=predicates is not None,
+                text=str(entry.get("text") or ""),
+            )
+        )
     return out
 
 
@@ -167,6 +260,21 @@ def fill(pattern: Mapping[str, JsonValue], view: StepView, tool: str) -> dict[st
     return out
 
 
+def usable(served: Served, view: StepView, task_type: str | None) -> bool:
+    """Whether to act on a served template here.
+
+    The service's verdict wins where it gave one (it checked the condition against the snapshot
+    we sent); otherwise the condition is checked here, and a condition we cannot read is not
+    followed. Role, task type and tool availability are always checked here.
+    """
+    if served.applicable is False:
+        return False
+    if served.applicable is True:
+        t = served.template
+        return applies(t.model_copy(update={"condition": Condition()}), view, task_type)
+    return served.condition_known and applies(served.template, view, task_type)
+
+
 class Choice(Frozen):
     """A call an agent takes on a template's advice."""
 
@@ -195,9 +303,9 @@ def follow(
         The call the most specific applicable template recommends (None if none applies or its
         call was tried), and the tools applicable templates say to avoid.
     """
-    usable = [s for s in served if applies(s.template, view, task_type)]
-    avoid = {s.template.avoid.tool for s in usable if s.template.avoid is not None}
-    for item in sorted(usable, key=_specificity, reverse=True):
+    candidates = [s for s in served if usable(s, view, task_type)]
+    avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None}
+    for item in sorted(candidates, key=_specificity, reverse=True):
         pattern = item.template.recommended
         call = Call(action=pattern.tool, params=fill(pattern.params, view, pattern.tool))
         if call not in tried:

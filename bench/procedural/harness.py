@@ -1,4 +1,5 @@
-"""The three-condition comparison: no memory, raw-trajectory replay and hindsight, over rounds.
+"""The four-condition comparison: no memory, raw-trajectory replay, a naive rule learner and
+hindsight, over rounds.
 
 Round structure (the article's three-round story), identical for every condition and on the same
 seeds:
@@ -9,11 +10,21 @@ seeds:
    supplementary edge-case templates and the confidence moved by round 2's outcome reports;
 2. then *trains* on further fresh instances (more evidence for the memory);
 3. then waits until hindsight has analysed everything finalized (the caller's
-   ``wait_for_analysis``) and commits the replay memory, so both memories learn at round
-   boundaries.
+   ``wait_for_analysis``) and commits the replay memory and the naive rules, so every memory
+   learns at round boundaries.
 
 Hindsight's analysis runs in the background, so templates learned from episodes early in a round
-may already be served later in the same round; the replay memory never updates mid-round.
+may already be served later in the same round; the replay memory and the naive rules never update
+mid-round.
+
+Generalization: the families are split into two fixed groups (:data:`FAMILY_GROUPS`): the six
+the service and agents were developed on (``tuning``) and the five written for the transfer issue
+(``held_out``). Every choice the harness makes for an agent — ``top_k`` 8 and the service's own
+confidence threshold for the hindsight agent, its follow rules (most specific applicable template
+first), the naive baseline's definition — was made looking at the tuning group only;
+``run_local --tune`` re-makes the ``top_k`` / ``min_confidence`` choice on the tuning group alone.
+:class:`GeneralizationReport` shows both groups side by side; the held-out figures are the ones
+nothing was tuned to.
 
 Every condition gets its own client from the factory: give each a different owner (token) so
 that hindsight learns only from the hindsight agent's own trajectories — or a service of its own
@@ -30,7 +41,8 @@ from typing import Literal
 from pydantic import Field
 
 from bench.procedural.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
-from bench.procedural.envs import FAMILIES, make_episode
+from bench.procedural.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, make_episode
+from bench.procedural.naive import NaivePolicy, NaiveServer
 from bench.procedural.recording import ToolClient
 from bench.procedural.replay import ReplayMemory
 from cluster.core.ports import Embedder
@@ -39,10 +51,13 @@ from cluster.services import Services
 
 logger = logging.getLogger(__name__)
 
-Condition = Literal["none", "replay", "hindsight"]
+Condition = Literal["none", "replay", "naive", "hindsight"]
 Phase = Literal["train", "eval"]
-CONDITIONS: tuple[Condition, ...] = ("none", "replay", "hindsight")
+CONDITIONS: tuple[Condition, ...] = ("none", "replay", "naive", "hindsight")
 ALL = "all"
+Group = Literal["tuning", "held_out"]
+FAMILY_GROUPS: dict[Group, tuple[str, ...]] = {"tuning": OLD_FAMILIES, "held_out": NEW_FAMILIES}
+"""Fixed split for the generalization report: agent choices are made on ``tuning`` only."""
 
 ClientFactory = Callable[[Condition], AbstractAsyncContextManager[ToolClient]]
 """Makes the MCP client a condition talks through, e.g. ``lambda c: Client(url_or_server)``."""
@@ -66,6 +81,15 @@ class BenchConfig(Frozen):
         description="query_experience top_k; 8 (the cap) suits multi-step tasks; None: the service default (5).",
     )
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="None: service threshold.")
+    choice_note: str = Field(
+        default="top_k 8 and the service threshold were set while only the six tuning families existed",
+        max_length=300,
+        description="How top_k / min_confidence were chosen (recorded in the generalization report).",
+    )
+
+    def choices(self) -> AgentChoices:
+        """The hindsight agent's knobs as chosen, for the report."""
+        return AgentChoices(top_k=self.top_k, min_confidence=self.min_confidence, how=self.choice_note)
 
 
 class CellResult(Frozen):
@@ -78,7 +102,10 @@ class CellResult(Frozen):
     episodes: int = Field(ge=0)
     successes: int = Field(ge=0)
     success_rate: float = Field(ge=0.0, le=1.0)
-    mean_steps: float = Field(ge=0.0, description="Calls per episode; a failed episode counts its whole budget.")
+    mean_steps: float = Field(ge=0.0, description="Steps per episode; a failed episode counts its whole budget.")
+    oracle_steps: float = Field(default=0.0, ge=0.0, description="Mean fewest steps an agent knowing the rules needs.")
+    oracle_ratio: float | None = Field(default=None, description="mean_steps / oracle_steps (1.0 = optimal).")
+    latency_ms: float = Field(default=0.0, ge=0.0, description="Mean simulated latency per episode.")
     templates_served: float = Field(ge=0.0, description="Mean distinct templates served per episode.")
     templates_applied: float = Field(ge=0.0, description="Mean distinct templates followed per episode.")
     supplementary_served: float = Field(default=0.0, ge=0.0, description="Mean edge-case templates served.")
@@ -105,10 +132,45 @@ class TargetCheck(Frozen):
     hindsight_steps: float | None
     replay_success: float | None
     replay_steps: float | None
+    naive_success: float | None = None
+    naive_steps: float | None = None
     step_reduction: float | None = Field(description="1 - hindsight steps / no-memory steps.")
     success_ok: bool = Field(description="Hindsight success ≥ 95%.")
     steps_ok: bool = Field(description="At least 40% fewer steps than no memory.")
     beats_replay: bool = Field(description="Higher-or-equal success and fewer steps than replay.")
+    beats_naive: bool = Field(default=False, description="Higher-or-equal success and fewer steps than naive.")
+
+
+class AgentChoices(Frozen):
+    """The knobs the harness sets for the hindsight agent, and where they were chosen."""
+
+    top_k: int | None
+    min_confidence: float | None
+    chosen_on: Group = Field(default="tuning", description="The only group looked at when choosing.")
+    how: str = Field(default="", description="How the choice was made.")
+
+
+class GroupCell(Frozen):
+    """One condition on one family group, last round, unseen instances (episode-weighted)."""
+
+    group: Group
+    families: tuple[str, ...]
+    condition: Condition
+    episodes: int = Field(ge=0)
+    success_rate: float = Field(ge=0.0, le=1.0)
+    mean_steps: float = Field(ge=0.0)
+    oracle_steps: float = Field(ge=0.0)
+    oracle_ratio: float | None
+    templates_served: float = Field(ge=0.0)
+
+
+class GeneralizationReport(Frozen):
+    """Tuning group vs held-out group: the held-out figures are the ones nothing was tuned to."""
+
+    round: int
+    choices: AgentChoices
+    groups: dict[Group, tuple[str, ...]]
+    cells: tuple[GroupCell, ...]
 
 
 class BenchResults(Frozen):
@@ -118,6 +180,7 @@ class BenchResults(Frozen):
     cells: tuple[CellResult, ...]
     templates: tuple[LearnedTemplate, ...]
     targets: TargetCheck
+    generalization: GeneralizationReport | None = None
 
     def cell(self, condition: Condition, round_: int, family: str = ALL, phase: Phase = "eval") -> CellResult | None:
         """The cell for these keys, if measured."""
@@ -139,6 +202,8 @@ def summarize(
     n = len(results)
     wins = sum(r.succeeded for r in results)
     confidences = [c for r in results for c in r.applied_confidences]
+    steps = sum(r.steps for r in results) / n if n else 0.0
+    oracle = sum(r.oracle_steps for r in results) / n if n else 0.0
     return CellResult(
         condition=condition,
         round=round_,
@@ -147,7 +212,10 @@ def summarize(
         episodes=n,
         successes=wins,
         success_rate=wins / n if n else 0.0,
-        mean_steps=sum(r.steps for r in results) / n if n else 0.0,
+        mean_steps=steps,
+        oracle_steps=oracle,
+        oracle_ratio=steps / oracle if oracle else None,
+        latency_ms=sum(r.latency_ms for r in results) / n if n else 0.0,
         templates_served=sum(len(r.served_template_ids) for r in results) / n if n else 0.0,
         templates_applied=sum(len(r.applied_template_ids) for r in results) / n if n else 0.0,
         supplementary_served=sum(r.served_supplementary for r in results) / n if n else 0.0,
@@ -158,7 +226,7 @@ def summarize(
 def check_targets(cells: Sequence[CellResult], round_: int) -> TargetCheck:
     """Compare the conditions on the given round's evaluation."""
     by = {c.condition: c for c in cells if c.round == round_ and c.family == ALL and c.phase == "eval"}
-    hs, none, rp = by.get("hindsight"), by.get("none"), by.get("replay")
+    hs, none, rp, nv = by.get("hindsight"), by.get("none"), by.get("replay"), by.get("naive")
     reduction = 1 - hs.mean_steps / none.mean_steps if hs and none and none.mean_steps else None
     return TargetCheck(
         round=round_,
@@ -167,10 +235,85 @@ def check_targets(cells: Sequence[CellResult], round_: int) -> TargetCheck:
         hindsight_steps=hs.mean_steps if hs else None,
         replay_success=rp.success_rate if rp else None,
         replay_steps=rp.mean_steps if rp else None,
+        naive_success=nv.success_rate if nv else None,
+        naive_steps=nv.mean_steps if nv else None,
         step_reduction=reduction,
         success_ok=bool(hs and hs.success_rate >= 0.95),
         steps_ok=reduction is not None and reduction >= 0.40,
         beats_replay=bool(hs and rp and hs.success_rate >= rp.success_rate and hs.mean_steps < rp.mean_steps),
+        beats_naive=bool(hs and nv and hs.success_rate >= nv.success_rate and hs.mean_steps < nv.mean_steps),
+    )
+
+
+def group_cell(group: Group, condition: Condition, cells: Sequence[CellResult]) -> GroupCell:
+    """Episode-weighted aggregate of per-family cells."""
+    n = sum(c.episodes for c in cells)
+
+    def mean(field: str) -> float:
+        return sum(getattr(c, field) * c.episodes for c in cells) / n if n else 0.0
+
+    steps, oracle = mean("mean_steps"), mean("oracle_steps")
+    return GroupCell(
+        group=group,
+        families=tuple(c.family for c in cells),
+        condition=condition,
+        episodes=n,
+        success_rate=sum(c.successes for c in cells) / n if n else 0.0,
+        mean_steps=steps,
+        oracle_steps=oracle,
+        oracle_ratio=steps / oracle if oracle else None,
+        templates_served=mean("templates_served"),
+    )
+
+
+def generalization(cells: Sequence[CellResult], config: BenchConfig, round_: int) -> GeneralizationReport:
+    """Both family groups per condition on the given round's unseen instances."""
+    out: list[GroupCell] = []
+    for group, families in FAMILY_GROUPS.items():
+        for condition in config.conditions:
+            picked = [
+                c
+                for c in cells
+                if c.condition == condition and c.round == round_ and c.phase == "eval" and c.family in families
+            ]
+            if picked:
+                out.append(group_cell(group, condition, picked))
+    return GeneralizationReport(round=round_, choices=config.choices(), groups=FAMILY_GROUPS, cells=tuple(out))
+
+
+TUNING_GRID: tuple[tuple[int | None, float | None], ...] = ((8, None), (5, None), (8, 0.5), (5, 0.5))
+"""(top_k, min_confidence) candidates ``run_local --tune`` tries on the tuning group."""
+
+
+def pick_choice(candidates: Sequence[BenchResults]) -> AgentChoices:
+    """The hindsight settings that did best on the tuning group's last round, from tuning-only runs.
+
+    Best = highest success, then lowest steps/oracle, then the earlier candidate. Only families of
+    the tuning group may appear in the runs: choosing must never look at the held-out group.
+
+    Raises:
+        ValueError: No candidates, or a candidate ran a held-out family or no hindsight condition.
+    """
+    scored: list[tuple[float, float, int, BenchConfig]] = []
+    for index, run in enumerate(candidates):
+        config = run.config
+        if not set(config.families) <= set(FAMILY_GROUPS["tuning"]):
+            raise ValueError("a tuning run may only use tuning-group families")
+        cell = run.cell("hindsight", config.rounds)
+        if cell is None:
+            raise ValueError("a tuning run needs the hindsight condition")
+        scored.append((-cell.success_rate, cell.oracle_ratio or float("inf"), index, config))
+    if not scored:
+        raise ValueError("no candidates")
+    scored.sort(key=lambda item: item[:3])
+    best = scored[0][3]
+    tried = ", ".join(
+        f"top_k {c.top_k}/min_confidence {c.min_confidence}" for *_, c in sorted(scored, key=lambda i: i[2])
+    )
+    return AgentChoices(
+        top_k=best.top_k,
+        min_confidence=best.min_confidence,
+        how=f"best success, then steps/oracle, on the tuning group alone among {tried}",
     )
 
 
@@ -179,6 +322,8 @@ def _policy(condition: Condition, config: BenchConfig, embedder: Callable[[], Em
         return HindsightPolicy(top_k=config.top_k, min_confidence=config.min_confidence)
     if condition == "replay":
         return ReplayPolicy(ReplayMemory(embedder()))
+    if condition == "naive":
+        return NaivePolicy(NaiveServer())
     return ExplorePolicy()
 
 
@@ -206,13 +351,13 @@ def _templates(policy: Policy | None) -> tuple[LearnedTemplate, ...]:
     out = [
         LearnedTemplate(
             template_id=tid,
-            role=t.role,
-            task_type=t.task_type,
-            confidence=t.confidence,
-            supplementary=t.parent_id is not None,
-            text=t.render(),
+            role=served.template.role,
+            task_type=served.template.task_type,
+            confidence=served.template.confidence,
+            supplementary=served.template.parent_id is not None,
+            text=served.rendered(),
         )
-        for tid, t in policy.library.items()
+        for tid, served in policy.library.items()
     ]
     return tuple(sorted(out, key=lambda t: (t.task_type or "", t.role, -t.confidence, t.template_id)))
 
@@ -285,6 +430,8 @@ async def run_bench(
             for policy in policies.values():
                 if isinstance(policy, ReplayPolicy):
                     policy.memory.commit()
+                elif isinstance(policy, NaivePolicy):
+                    policy.server.commit()
             await wait_for_analysis()
             logger.info("round %s done", round_)
     return BenchResults(
@@ -292,4 +439,5 @@ async def run_bench(
         cells=tuple(cells),
         templates=_templates(policies.get("hindsight")),
         targets=check_targets(cells, config.rounds),
+        generalization=generalization(cells, config, config.rounds),
     )

@@ -74,7 +74,12 @@ class Recorder:
             "available_actions": list(view.available_actions),
             "chosen_action": call.action,
             "action_params": call.params,
-            "execution_result": {"status": result.status, "summary": result.summary, "data": {"stage": view.stage}},
+            "execution_result": {
+                "status": result.status,
+                "summary": result.summary,
+                # Cost under the names the engine reads: steps always, latency_ms where simulated.
+                "data": {"stage": view.stage, **result.cost()},
+            },
             "llm_reasoning": reasoning,
         }
         arguments: dict[str, Any] = {"node": node}

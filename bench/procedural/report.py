@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.procedural.harness import ALL, BenchResults
+from bench.procedural.harness import ALL, BenchResults, GeneralizationReport
 
 
 def _pct(value: float | None) -> str:
@@ -26,7 +26,8 @@ def _num(value: float | None) -> str:
 def overview_table(results: BenchResults) -> Table:
     """Success and mean steps per condition × round on unseen instances, all families together."""
     table = Table(title="Unseen instances, all families")
-    for name in ("condition", "round", "episodes", "success", "mean steps", "served", "edge cases", "applied", "conf."):
+    columns = ("condition", "round", "episodes", "success", "mean steps", "oracle", "steps/oracle", "served")
+    for name in (*columns, "edge cases", "applied", "conf."):
         table.add_column(name, justify="left" if name == "condition" else "right")
     for c in results.cells:
         if c.family == ALL and c.phase == "eval":
@@ -36,6 +37,8 @@ def overview_table(results: BenchResults) -> Table:
                 str(c.episodes),
                 _pct(c.success_rate),
                 _num(c.mean_steps),
+                _num(c.oracle_steps),
+                _num(c.oracle_ratio),
                 _num(c.templates_served),
                 _num(c.supplementary_served),
                 _num(c.templates_applied),
@@ -62,16 +65,74 @@ def family_table(results: BenchResults) -> Table:
     return table
 
 
+def family_detail_table(results: BenchResults, round_: int | None = None) -> Table:
+    """Every family × condition on one round's unseen instances (default: the last round)."""
+    round_ = round_ or results.config.rounds
+    table = Table(title=f"Per family, round {round_} (unseen instances); served = templates or naive rules")
+    for name in ("family", "condition", "success", "mean steps", "oracle", "steps/oracle", "served", "applied"):
+        table.add_column(name, justify="left" if name in ("family", "condition") else "right")
+    for family in results.config.families:
+        for index, condition in enumerate(results.config.conditions):
+            c = results.cell(condition, round_, family)
+            if c is None:
+                continue
+            table.add_row(
+                family if index == 0 else "",
+                condition,
+                _pct(c.success_rate),
+                _num(c.mean_steps),
+                _num(c.oracle_steps),
+                _num(c.oracle_ratio),
+                _num(c.templates_served),
+                _num(c.templates_applied),
+                end_section=index == len(results.config.conditions) - 1,
+            )
+    return table
+
+
+def generalization_table(report: GeneralizationReport) -> Table:
+    """Tuning group vs held-out group per condition."""
+    choices = report.choices
+    table = Table(
+        title=f"Generalization, round {report.round}: agent choices made on the {choices.chosen_on} group only "
+        f"(top_k {choices.top_k or 'default'}, min_confidence {choices.min_confidence or 'service'})",
+        caption=escape(choices.how),
+    )
+    for name in ("group", "families", "condition", "episodes", "success", "mean steps", "oracle", "steps/oracle"):
+        table.add_column(name, justify="left" if name in ("group", "families", "condition") else "right")
+    table.add_column("served", justify="right")
+    last_group = None
+    for c in report.cells:
+        first = c.group != last_group
+        last_group = c.group
+        table.add_row(
+            c.group if first else "",
+            str(len(c.families)) if first else "",
+            c.condition,
+            str(c.episodes),
+            _pct(c.success_rate),
+            _num(c.mean_steps),
+            _num(c.oracle_steps),
+            _num(c.oracle_ratio),
+            _num(c.templates_served),
+        )
+    return table
+
+
 def print_report(results: BenchResults, console: Console | None = None) -> None:
     """Print the tables, the target check and the learned templates."""
     console = console or Console()
     console.print(overview_table(results))
     console.print(family_table(results))
+    console.print(family_detail_table(results))
+    if results.generalization is not None and results.generalization.cells:
+        console.print(generalization_table(results.generalization))
     t = results.targets
     console.print(
         f"[bold]Targets, round {t.round}[/bold]: hindsight success {_pct(t.hindsight_success)} "
         f"({'ok' if t.success_ok else 'missed'}, ≥95%); step reduction vs no memory {_pct(t.step_reduction)} "
-        f"({'ok' if t.steps_ok else 'missed'}, ≥40%); beats replay: {'yes' if t.beats_replay else 'no'}"
+        f"({'ok' if t.steps_ok else 'missed'}, ≥40%); beats replay: {'yes' if t.beats_replay else 'no'}; "
+        f"beats naive: {'yes' if t.beats_naive else 'no'}"
     )
     if results.templates:
         table = Table(title="Templates served to the hindsight agent (latest version seen)")

@@ -4,7 +4,12 @@ Each condition gets a service of its own (SQLite + Milvus Lite under ``--data-di
 through an in-process MCP client; between rounds the attribution queue of every service is
 drained here, which is what the background workers do in a deployment.
 
-Usage: ``python -m bench.procedural.run_local --out procedural.json [--train 10 --eval 10]``
+Usage: ``python -m bench.procedural.run_local --out procedural.json [--train 10 --eval 10] [--tune]``
+
+``--tune`` first runs the hindsight condition alone on the tuning families for every
+``(top_k, min_confidence)`` in ``harness.TUNING_GRID`` (fresh services each), picks the best there
+(``harness.pick_choice``) and runs the full comparison with it; the held-out families are never
+looked at while choosing.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ import anyio
 
 from bench.procedural.harness import (
     CONDITIONS,
+    FAMILY_GROUPS,
+    TUNING_GRID,
     BenchConfig,
     BenchResults,
     Condition,
     in_process_clients,
+    pick_choice,
     run_bench,
 )
 from bench.procedural.recording import ToolClient
@@ -52,6 +60,27 @@ async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
             svc.close()
 
 
+async def tuned(config: BenchConfig, data_dir: Path) -> BenchResults:
+    """Choose top_k / min_confidence on the tuning group alone, then run ``config`` with the choice."""
+    runs = []
+    for index, (top_k, min_confidence) in enumerate(TUNING_GRID):
+        candidate = config.model_copy(
+            update={
+                "families": tuple(f for f in config.families if f in FAMILY_GROUPS["tuning"]),
+                "conditions": ("hindsight",),
+                "top_k": top_k,
+                "min_confidence": min_confidence,
+            }
+        )
+        runs.append(await run_local(candidate, data_dir / f"tune-{index}"))
+    choice = pick_choice(runs)
+    print(f"chosen on the tuning group: top_k {choice.top_k}, min_confidence {choice.min_confidence}")
+    final = config.model_copy(
+        update={"top_k": choice.top_k, "min_confidence": choice.min_confidence, "choice_note": choice.how[:300]}
+    )
+    return await run_local(final, data_dir / "final")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval", type=int, default=10, help="evaluation episodes per family and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated: none,replay,hindsight")
+    parser.add_argument("--families", default=None, help="comma-separated (default: all eleven)")
+    parser.add_argument("--tune", action="store_true", help="choose top_k/min_confidence on the tuning group first")
+    parser.add_argument(
+        "--conditions", default=",".join(CONDITIONS), help="comma-separated: none,replay,naive,hindsight"
+    )
     args = parser.parse_args(argv)
     config = BenchConfig.model_validate(
         {
@@ -71,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "conditions": tuple(args.conditions.split(",")),
         }
+        | ({"families": tuple(args.families.split(","))} if args.families else {})
     )
 
     async def go(data_dir: Path) -> BenchResults:
-        return await run_local(config, data_dir)
+        return await (tuned(config, data_dir) if args.tune else run_local(config, data_dir))
 
     if args.data_dir is not None:
         results = anyio.run(go, args.data_dir)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from bench.procedural.agents import Explorer, HindsightPolicy
+from bench.procedural.agents import Explorer, HindsightPolicy, tool_arguments
 from bench.procedural.env_base import Call, StepView
 from bench.procedural.envs import FormSubmit, ProductImport, make_episode
-from bench.procedural.following import fill, parse_served, predicate_holds
+from bench.procedural.following import fill, parse_condition, parse_served, predicate_holds
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 
@@ -171,3 +173,182 @@ def test_unresolvable_placeholders_fall_back_to_the_naive_call() -> None:
     episode, view = import_view(rows=30)
     params = fill({"file": "<str>", "rows": "<row_count>"}, view, "add_item")
     assert params == {"file": episode.file, "rows": 30}
+
+
+def lean(
+    *templates: ExperienceTemplate, applicable: bool | None = None, condition: str | None = None
+) -> dict[str, Any]:
+    """The lean answer query_experience gives by default once it takes the structured situation."""
+    return {
+        "prompt_block": "[EXPERIENCE]…[/EXPERIENCE]",
+        "experiences": [
+            {
+                "id": str(t.template_id),
+                "condition": " and ".join(p.render() for p in t.condition.predicates)
+                if condition is None
+                else condition,
+                "recommended": t.recommended.model_dump(mode="json"),
+                "avoid": None if t.avoid is None else t.avoid.model_dump(mode="json"),
+                "confidence": t.confidence,
+                "applicable": applicable,
+                "text": t.render(),
+            }
+            for t in templates
+        ],
+    }
+
+
+def test_lean_experiences_parse_with_their_condition_read_back_from_the_text() -> None:
+    template = bulk_template()
+    (item,) = parse_served(lean(template), role="agent", task_type="import")
+    assert item.template.template_id == template.template_id
+    assert item.template.condition.predicates == template.condition.predicates
+    assert item.template.recommended == template.recommended
+    assert item.template.avoid == template.avoid
+    assert item.template.confidence == pytest.approx(0.9)
+    assert (item.applicable, item.condition_known) == (None, True)
+    assert item.rendered() == template.render()
+
+
+def test_full_templates_win_over_lean_lines_when_both_are_sent() -> None:
+    template = bulk_template()
+    both = served(template) | lean(bulk_template(confidence=0.1))
+    (item,) = parse_served(both)
+    assert item.template == template
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", ()),
+        ("row_count > 50", (Predicate(feature="row_count", op=">", value=50),)),
+        (
+            "mime_type == 'image/png' and size_mb <= 7.45",
+            (
+                Predicate(feature="mime_type", op="==", value="image/png"),
+                Predicate(feature="size_mb", op="<=", value=7.45),
+            ),
+        ),
+        ("aspect_ratio in ['16/9', '4/3']", (Predicate(feature="aspect_ratio", op="in", value=["16/9", "4/3"]),)),
+        ("has_postcode == True", (Predicate(feature="has_postcode", op="==", value=True),)),
+        ("large uniform files", None),
+    ],
+)
+def test_rendered_conditions_parse_back_into_predicates(text: str, expected: tuple[Predicate, ...] | None) -> None:
+    assert parse_condition(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("rows", "applicable", "condition", "followed"),
+    [
+        (12, True, None, True),  # the service checked our snapshot: its verdict wins
+        (180, False, None, False),
+        (180, None, None, True),  # unknown: checked here
+        (12, None, None, False),
+        (180, None, "large uniform files", False),  # unreadable and unknown: not followed
+        (180, None, "", True),  # always
+    ],
+)
+def test_the_agent_follows_lean_experiences_by_the_services_verdict_or_its_own_check(
+    rows: int, applicable: bool | None, condition: str | None, followed: bool
+) -> None:
+    episode, view = import_view(rows=rows)
+    items = parse_served(lean(bulk_template(), applicable=applicable, condition=condition), task_type="import")
+    decision = HindsightPolicy().decide(items, episode, view, tried=[])
+    assert (decision.source == "template") is followed
+
+
+def test_lean_entries_without_a_uuid_or_a_tool_are_skipped() -> None:
+    bad = {"experiences": [{"id": "not-a-uuid", "recommended": {"tool": "x"}}, {"id": str(uuid.uuid4())}, "x"]}
+    assert parse_served(bad) == []
+
+
+class FakeTool:
+    """A tool listing: just the parts ``tool_arguments`` reads."""
+
+    def __init__(self, name: str, properties: list[str]) -> None:
+        self.name = name
+        self.input_schema = {"properties": {key: {} for key in properties}}
+
+
+class FakeClient:
+    """Records query_experience arguments; optionally lists tools, optionally rejects extra arguments."""
+
+    def __init__(self, properties: list[str] | None, strict: bool = False) -> None:
+        self.properties = properties
+        self.strict = strict
+        self.calls: list[dict[str, Any]] = []
+        self.listed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "list_tools" and self.properties is not None:
+            return self._list_tools
+        raise AttributeError(name)
+
+    async def _list_tools(self) -> Any:
+        self.listed += 1
+        return SimpleNamespace(
+            tools=[FakeTool("record_trajectory_node", []), FakeTool("query_experience", self.properties or [])]
+        )
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        args = dict(arguments or {})
+        self.calls.append(args)
+        if self.strict and "context_snapshot" in args:
+            text = SimpleNamespace(text="InvalidInput: context_snapshot: Extra inputs are not permitted")
+            return SimpleNamespace(is_error=True, content=[text], structured_content=None)
+        return SimpleNamespace(is_error=False, content=[], structured_content={"templates": [], "prompt_block": ""})
+
+
+async def ask_twice(client: FakeClient) -> None:
+    policy = HindsightPolicy()
+    for family in ("product_import", "db_insert"):
+        episode = make_episode(family, 3)
+        episode.act(episode.view().options[0])  # type: ignore[union-attr]
+        view = episode.view()
+        assert view is not None
+        await policy.query(client, episode, view)
+
+
+@pytest.mark.anyio
+async def test_the_structured_situation_is_sent_only_when_the_tool_advertises_it() -> None:
+    today = FakeClient(["context", "role", "task_type", "top_k"])
+    await ask_twice(today)
+    assert today.listed == 1  # once per client
+    assert all("context_snapshot" not in c and "available_actions" not in c for c in today.calls)
+    tomorrow = FakeClient(["context", "role", "context_snapshot", "available_actions", "decision", "detail"])
+    await ask_twice(tomorrow)
+    first = tomorrow.calls[0]
+    assert first["available_actions"][0] == "bulk_import"
+    assert first["context_snapshot"]["row_count"] > 0
+    assert first["decision"] == "import"
+    partly = FakeClient(["context", "context_snapshot"])
+    await ask_twice(partly)
+    assert "context_snapshot" in partly.calls[0]
+    assert "available_actions" not in partly.calls[0]
+
+
+@pytest.mark.anyio
+async def test_without_a_tool_listing_a_rejected_situation_is_dropped_for_that_client() -> None:
+    strict = FakeClient(None, strict=True)
+    await ask_twice(strict)
+    # First query: with the situation (rejected), then without; second query: without at once.
+    assert ["context_snapshot" in c for c in strict.calls] == [True, False, False]
+    lenient = FakeClient(None)
+    await ask_twice(lenient)
+    assert all("context_snapshot" in c for c in lenient.calls)
+
+
+@pytest.mark.anyio
+async def test_the_real_tool_takes_the_query_with_or_without_the_structured_situation(
+    client_for: Any,
+) -> None:
+    async with client_for("situation") as client:
+        names = await tool_arguments(client, "query_experience")
+        assert names is not None
+        assert "context" in names
+        episode = make_episode("archive_upload", 1)
+        episode.act(episode.view().options[0])  # type: ignore[union-attr]
+        view = episode.view()
+        assert view is not None
+        assert await HindsightPolicy().query(client, episode, view) == []

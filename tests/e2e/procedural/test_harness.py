@@ -1,4 +1,4 @@
-"""The three-condition harness runs end to end on a tiny configuration, and its report prints."""
+"""The four-condition harness runs end to end on a tiny configuration, and its report prints."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from bench.procedural.harness import (
     BenchResults,
     check_targets,
     in_process_clients,
+    pick_choice,
     run_bench,
     seed_for,
 )
@@ -26,7 +27,7 @@ from cluster.settings import Settings
 
 TINY = BenchConfig(
     families=("product_import", "data_sync"),
-    conditions=("none", "replay", "hindsight"),
+    conditions=("none", "replay", "naive", "hindsight"),
     rounds=2,
     train_episodes=1,
     eval_episodes=2,
@@ -84,7 +85,7 @@ def test_each_condition_records_under_its_own_owner(results: BenchResults, bench
         owners: dict[str, int] = dict(
             session.execute(text("SELECT owner, count(*) FROM trajectories GROUP BY owner")).all()
         )
-    assert set(owners) == {"bench-none", "bench-replay", "bench-hindsight"}
+    assert set(owners) == {"bench-none", "bench-replay", "bench-naive", "bench-hindsight"}
     # One trajectory per role: product_import has one role, data_sync three.
     per_condition = TINY.rounds * (TINY.train_episodes + TINY.eval_episodes) * (1 + 3)
     assert all(count == per_condition for count in owners.values())
@@ -112,12 +113,15 @@ def test_targets_compare_hindsight_with_both_baselines(results: BenchResults) ->
     cells = [
         c.model_copy(update={"success_rate": rate, "mean_steps": steps})
         for c in results.cells
-        for rate, steps in [{"none": (0.9, 5.0), "replay": (0.8, 6.0), "hindsight": (1.0, 2.9)}[c.condition]]
+        for rate, steps in [
+            {"none": (0.9, 5.0), "replay": (0.8, 6.0), "naive": (0.9, 3.5), "hindsight": (1.0, 2.9)}[c.condition]
+        ]
     ]
     check = check_targets(cells, 2)
     assert check.success_ok
     assert check.steps_ok
     assert check.beats_replay
+    assert check.beats_naive
     assert check.step_reduction == pytest.approx(0.42)
 
 
@@ -150,3 +154,53 @@ def test_hindsight_learns_between_rounds_and_follows_what_it_learned(tmp_path: P
     assert second.templates_applied > 0
     assert out.templates
     assert all(t.task_type == "scrape" for t in out.templates)
+
+
+def test_every_cell_carries_its_oracle_and_the_ratio_to_it(results: BenchResults) -> None:
+    for cell in results.cells:
+        assert cell.oracle_steps > 0
+        assert cell.oracle_ratio == pytest.approx(cell.mean_steps / cell.oracle_steps)
+        # No agent beats an oracle that knows the rules (product_import and data_sync are not noisy).
+        assert cell.mean_steps >= cell.oracle_steps
+
+
+def test_the_generalization_report_keeps_the_fixed_groups_apart(results: BenchResults) -> None:
+    report = results.generalization
+    assert report is not None
+    assert set(report.groups["tuning"]).isdisjoint(report.groups["held_out"])
+    assert report.choices.chosen_on == "tuning"
+    assert report.choices.top_k == TINY.top_k
+    # TINY runs two tuning families only: one group, every condition, both families' episodes.
+    assert {(c.group, c.condition) for c in report.cells} == {("tuning", cond) for cond in TINY.conditions}
+    for cell in report.cells:
+        assert cell.families == TINY.families
+        assert cell.episodes == TINY.eval_episodes * len(TINY.families)
+        last = results.cell(cell.condition, TINY.rounds)
+        assert last is not None
+        assert cell.success_rate == pytest.approx(last.success_rate)
+        assert cell.mean_steps == pytest.approx(last.mean_steps)
+
+
+def test_the_report_shows_every_family_for_every_condition(results: BenchResults) -> None:
+    buffer = io.StringIO()
+    print_report(results, Console(file=buffer, width=200))
+    printed = buffer.getvalue()
+    assert "Per family, round 2" in printed
+    assert "steps/oracle" in printed
+    assert "Generalization, round 2" in printed
+    assert "naive" in printed
+
+
+def test_agent_settings_are_picked_on_the_tuning_group_alone(results: BenchResults) -> None:
+    def run(top_k: int, success: float, ratio: float, families: tuple[str, ...] = TINY.families) -> BenchResults:
+        cells = tuple(c.model_copy(update={"success_rate": success, "oracle_ratio": ratio}) for c in results.cells)
+        config = results.config.model_copy(update={"top_k": top_k, "families": families})
+        return results.model_copy(update={"config": config, "cells": cells})
+
+    choice = pick_choice([run(8, 0.9, 1.1), run(5, 1.0, 1.4), run(3, 1.0, 1.2)])
+    assert (choice.top_k, choice.chosen_on) == (3, "tuning")
+    assert "top_k 8" in choice.how
+    with pytest.raises(ValueError, match="tuning-group"):
+        pick_choice([run(8, 1.0, 1.0, families=("product_import", "asset_preview"))])
+    with pytest.raises(ValueError, match="no candidates"):
+        pick_choice([])
