@@ -34,6 +34,8 @@ class ExperienceLearner(Protocol):
         self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None
     ) -> object: ...
 
+    def index_pending(self, owner: str | None = None) -> int: ...
+
 
 @dataclass(frozen=True)
 class BatchReport:
@@ -62,7 +64,11 @@ class AnalysisService:
         self.scorer = scorer
 
     def run_once(self) -> BatchReport:
-        """Claim, attribute and learn from one batch; an empty queue returns zero counts."""
+        """Claim, attribute and learn from one batch; an empty queue returns zero counts.
+
+        First it writes any template vectors a Milvus failure left behind (usually none: one query).
+        """
+        self.experience.index_pending()
         with self.db.transaction() as session:
             claimed = SqlTrajectoryStore(session).claim_pending(self.batch_size, self.lease)
         if not claimed:

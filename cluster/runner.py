@@ -17,6 +17,7 @@ import ray
 from ray import serve
 
 from actors.pool import start_background, stop_pool
+from cluster.experience.repository import SqlExperienceStore
 from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import ServeConfig
 from cluster.settings import Settings
@@ -79,11 +80,14 @@ class RunningService:
 
 
 async def wait_until_analysed(db: Database, timeout_s: float = 300) -> None:
-    """Return once the attribution queue is empty (every finalized trajectory analysed)."""
+    """Return once the attribution queue is empty and every learned template is indexed."""
     with anyio.fail_after(timeout_s):
         while True:
             with db.read() as session:
-                if SqlTrajectoryStore(session).queue_depth() == 0:
+                if (
+                    SqlTrajectoryStore(session).queue_depth() == 0
+                    and SqlExperienceStore(session).index_backlog_size() == 0
+                ):
                     return
             await anyio.sleep(0.1)
 

@@ -19,8 +19,6 @@ from cluster.core.errors import Conflict, NotFound
 from cluster.experience.models import ConfidenceChange, ConfidenceReason, content_hash, embedding_text
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
 from cluster.experience.templates import ExperienceTemplate
-from cluster.trajectories.models import AnalysisStatus
-from cluster.trajectories.tables import TrajectoryRow
 
 
 def _aware(value: datetime) -> datetime:
@@ -124,6 +122,43 @@ class SqlExperienceStore:
                 yield to_template(row), row.text
             last = (rows[-1].created_at, rows[-1].template_id)
 
+    # --- the "to index" marks ----------------------------------------------------------------
+
+    def index_backlog(self, owner: str | None = None, limit: int = 256) -> list[tuple[str, ExperienceTemplate, str]]:
+        """Templates whose current version Milvus may not hold yet: ``(owner, template, text)``.
+
+        ``owner`` None reads every owner's backlog (the indexer's sweep after a Milvus failure).
+        """
+        query = select(ExperienceTemplateRow).where(ExperienceTemplateRow.index_pending.is_(True))
+        if owner is not None:
+            query = query.where(_owner_is(owner))
+        rows = self._session.scalars(query.order_by(ExperienceTemplateRow.updated_at).limit(limit))
+        return [(row.owner, to_template(row), row.text) for row in rows]
+
+    def mark_indexed(self, owner: str, templates: Sequence[ExperienceTemplate]) -> None:
+        """Clear the marks of these versions; a row changed since keeps its mark (its vector is older)."""
+        for template in templates:
+            self._session.execute(
+                update(ExperienceTemplateRow)
+                .where(
+                    _owner_is(owner),
+                    ExperienceTemplateRow.template_id == template.template_id,
+                    ExperienceTemplateRow.updated_at == template.updated_at,
+                    ExperienceTemplateRow.confidence == template.confidence,
+                )
+                .values(index_pending=False)
+            )
+
+    def index_backlog_size(self) -> int:
+        return int(
+            self._session.scalar(
+                select(func.count())
+                .select_from(ExperienceTemplateRow)
+                .where(ExperienceTemplateRow.index_pending.is_(True))
+            )
+            or 0
+        )
+
     def owners(self) -> list[str]:
         """Owners that have templates: the one cross-owner read, used only by a full reindex."""
         return list(self._session.scalars(select(ExperienceTemplateRow.owner).distinct().order_by("owner")))
@@ -190,6 +225,7 @@ class SqlExperienceStore:
                 content_hash=content_hash(template),
                 created_at=template.created_at,
                 updated_at=template.updated_at,
+                index_pending=True,
             )
         )
         self._session.flush()
@@ -220,6 +256,7 @@ class SqlExperienceStore:
         row.text = body
         row.content_hash = content_hash(template)
         row.updated_at = template.updated_at
+        row.index_pending = True
         self._session.flush()
         if before != template.confidence:
             self.add_history(owner, template.template_id, before, template.confidence, reason, trajectory_id)
@@ -272,16 +309,6 @@ class SqlExperienceStore:
         stmt = insert(ServedOutcomeRow).values(**values).on_conflict_do_nothing()
         # RETURNING rather than rowcount: psycopg reports -1 for ON CONFLICT DO NOTHING.
         return self._session.execute(stmt.returning(ServedOutcomeRow.template_id)).first() is not None
-
-    def mark_analysed(self, owner: str, trajectory_ids: Sequence[uuid.UUID]) -> None:
-        """Close the analysis of these trajectories in the same unit of work as the learning."""
-        if not trajectory_ids:
-            return
-        self._session.execute(
-            update(TrajectoryRow)
-            .where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id.in_(list(trajectory_ids)))
-            .values(analysis_status=AnalysisStatus.DONE.value, analysed_at=datetime.now(UTC))
-        )
 
     def _row(self, owner: str, template_id: uuid.UUID, *, lock: bool = False) -> ExperienceTemplateRow:
         query = select(ExperienceTemplateRow).where(

@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
 from actors.engine import merge_into_library, update_confidence
 from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score
-from cluster.core.errors import InvalidInput
+from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
 from cluster.experience.models import (
@@ -45,6 +46,7 @@ from cluster.experience.ports import ExperienceIndex, IndexRow
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.templates import ExperienceTemplate, TemplateSource, render_prompt_block
 from cluster.storage.db import Database
+from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -224,34 +226,39 @@ class ExperienceService:
     def learn(
         self, owner: str, templates: Sequence[ExperienceTemplate], analysed: Sequence[uuid.UUID] = ()
     ) -> LearnReport:
-        """Store templates from the attribution engine, merging them into the owner's library.
+        """Store templates from the attribution engine and mark the ``analysed`` trajectories, in
+        one transaction; then index the new versions (see :meth:`learn_in` and :meth:`index_pending`).
+
+        A retried batch neither loses nor double-counts evidence: the merge counts each piece of
+        provenance once, and the trajectories read as analysed only with their lessons stored.
+        """
+        with self.db.transaction() as session:
+            report = self.learn_in(session, owner, templates)
+            SqlTrajectoryStore(session).mark_analysed(owner, analysed)
+        self.index_pending(owner)
+        return report
+
+    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport:
+        """Merge templates into the owner's library inside the caller's unit of work.
 
         Near-duplicates merge into the existing template (support adds up, evidence already
         counted is not counted again); an edge case of an existing family becomes a supplementary
-        template linked to the family's root. ``analysed`` trajectories are marked analysed in the
-        same transaction, so a retried batch neither loses nor double-counts evidence.
+        template linked to the family's root. Every row written carries a "to index" mark: its
+        vector is written after the commit, by :meth:`index_pending`, never inside the transaction.
         """
         _check_owner(owner)
         # The engine names a template by its content alone; two owners learning the same rule must
         # still get templates of their own (ids are a global key in SQL and Milvus).
         templates = [t.model_copy(update={"template_id": _owned_id(owner, t.template_id)}) for t in templates]
-        with self.db.transaction() as session:
-            store = SqlExperienceStore(session)
-            store.lock_owner(owner)
-            existing = store.families(owner, [t.signature for t in templates])
-            result = merge_into_library(existing, templates)
-            written: list[tuple[ExperienceTemplate, str]] = []
-            for template in (*result.new, *result.supplementary):
-                written.append((template, store.insert(owner, template)))
-            for template in result.updated:
-                _, body = store.replace(owner, template, ConfidenceReason.MERGED)
-                written.append((template, body))
-            store.mark_analysed(owner, analysed)
-            # Index before the commit: once a trajectory reads as analysed, its lessons are
-            # queryable. Upserts are idempotent, and a vector whose SQL row never commits is
-            # dropped at query time (SQL has the last word).
-            self._index(owner, written)
-        if written:
+        store = SqlExperienceStore(session)
+        store.lock_owner(owner)
+        existing = store.families(owner, [t.signature for t in templates])
+        result = merge_into_library(existing, templates)
+        for template in (*result.new, *result.supplementary):
+            store.insert(owner, template)
+        for template in result.updated:
+            store.replace(owner, template, ConfidenceReason.MERGED)
+        if result.new or result.updated or result.supplementary:
             logger.info(
                 "learned for %s: %d new, %d merged, %d supplementary",
                 owner,
@@ -264,6 +271,39 @@ class ExperienceService:
             merged=tuple(t.template_id for t in result.updated),
             supplementary=tuple(t.template_id for t in result.supplementary),
         )
+
+    def index_pending(self, owner: str | None = None, batch_size: int = 256) -> int:
+        """Write the vectors of every template version marked "to index" (one owner's, or all).
+
+        Runs after the commit that marked them, outside any write transaction. If Milvus fails the
+        marks stay and a later call (the next write, or the attribution workers' sweep) retries:
+        nothing committed is lost. Returns how many vectors were written.
+        """
+        written = 0
+        seen: set[tuple[uuid.UUID, datetime]] = set()
+        while True:
+            with self.db.read() as session:
+                backlog = SqlExperienceStore(session).index_backlog(owner, batch_size)
+            versions = {(t.template_id, t.updated_at) for _, t, _ in backlog}
+            if not backlog or versions <= seen:
+                return written
+            seen |= versions
+            try:
+                by_owner: dict[str, list[tuple[ExperienceTemplate, str]]] = {}
+                for row_owner, template, body in backlog:
+                    by_owner.setdefault(row_owner, []).append((template, body))
+                for row_owner, items in by_owner.items():
+                    self._index(row_owner, items)
+            except StoreUnavailable as exc:
+                logger.warning("experience index is behind SQL (%d marked); will retry: %s", len(backlog), exc)
+                return written
+            with self.db.transaction() as session:
+                store = SqlExperienceStore(session)
+                for row_owner, items in by_owner.items():
+                    store.mark_indexed(row_owner, [t for t, _ in items])
+            written += len(backlog)
+            if len(backlog) < batch_size:
+                return written
 
     def report_outcome(
         self,
@@ -306,7 +346,15 @@ class ExperienceService:
                     )
                 )
         if changes:
-            self.index.set_confidence(owner, {c.template_id: (c.after, c.at) for c in changes})
+            # Only confidence moved: update the index's filter field in place instead of re-embedding.
+            try:
+                self.index.set_confidence(owner, {c.template_id: (c.after, c.at) for c in changes})
+            except StoreUnavailable as exc:
+                logger.warning("confidence of %d templates not yet in the index; will retry: %s", len(changes), exc)
+            else:
+                with self.db.transaction() as session:
+                    store = SqlExperienceStore(session)
+                    store.mark_indexed(owner, list(store.get_many(owner, [c.template_id for c in changes]).values()))
         return OutcomeReport(changes=tuple(changes), already_counted=tuple(counted))
 
     # --- manual authoring -------------------------------------------------------------------
@@ -325,8 +373,8 @@ class ExperienceService:
             store = SqlExperienceStore(session)
             if template.parent_id is not None:
                 store.get(owner, template.parent_id)
-            body = store.insert(owner, template, ConfidenceReason.MANUAL)
-        self._index(owner, [(template, body)])
+            store.insert(owner, template, ConfidenceReason.MANUAL)
+        self.index_pending(owner)
         return template
 
     def edit_template(self, owner: str, template_id: uuid.UUID, edit: TemplateEdit) -> ExperienceTemplate:
@@ -346,8 +394,8 @@ class ExperienceService:
                 updated = ExperienceTemplate.model_validate({**current.model_dump(), **changes, "updated_at": _now()})
             except ValidationError as exc:
                 raise InvalidInput(str(exc)) from exc
-            _, body = store.replace(owner, updated, ConfidenceReason.MANUAL)
-        self._index(owner, [(updated, body)])
+            store.replace(owner, updated, ConfidenceReason.MANUAL)
+        self.index_pending(owner)
         return updated
 
     # --- export / import --------------------------------------------------------------------
@@ -413,7 +461,7 @@ class ExperienceService:
             for template in result.updated:
                 _, body = store.replace(owner, template, ConfidenceReason.MERGED)
                 written.append((template, body))
-        self._index(owner, written)
+        self.index_pending(owner)
         return ImportReport(
             imported=tuple(t.template_id for t, _ in written[: len(added)]),
             merged=tuple(t.template_id for t in result.updated),
@@ -438,20 +486,15 @@ class ExperienceService:
     def _reindex_owner(self, owner: str, batch_size: int, *, fresh: bool) -> int:
         stale = set() if fresh else self.index.ids(owner)
         written = 0
-        with self.db.transaction() as session:
-            pages = SqlExperienceStore(session).iter_owner(owner, batch_size)
-            batch: list[tuple[ExperienceTemplate, str]] = []
-            for item in pages:
-                batch.append(item)
-                if len(batch) == batch_size:
-                    self._index(owner, batch)
-                    written += len(batch)
-                    stale.difference_update(t.template_id for t, _ in batch)
-                    batch = []
-            if batch:
-                self._index(owner, batch)
-                written += len(batch)
-                stale.difference_update(t.template_id for t, _ in batch)
+        with self.db.read() as session:
+            items = list(SqlExperienceStore(session).iter_owner(owner, batch_size))
+        for offset in range(0, len(items), batch_size):
+            batch = items[offset : offset + batch_size]
+            self._index(owner, batch)
+            with self.db.transaction() as session:
+                SqlExperienceStore(session).mark_indexed(owner, [t for t, _ in batch])
+            written += len(batch)
+            stale.difference_update(t.template_id for t, _ in batch)
         self.index.delete(owner, sorted(stale))
         logger.info("reindexed %d templates of %s (%d stale removed)", written, owner, len(stale))
         return written

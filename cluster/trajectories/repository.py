@@ -231,10 +231,13 @@ class SqlTrajectoryStore:
         self._session.flush()
         return [(r.owner, r.trajectory_id) for r in rows]
 
-    def mark_analysed(self, trajectory_ids: Sequence[uuid.UUID]) -> None:
+    def mark_analysed(self, owner: str, trajectory_ids: Sequence[uuid.UUID]) -> None:
+        """Close the analysis of the owner's trajectories (in the unit of work that stored their lessons)."""
+        if not trajectory_ids:
+            return
         self._session.execute(
             update(TrajectoryRow)
-            .where(TrajectoryRow.trajectory_id.in_(trajectory_ids))
+            .where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id.in_(list(trajectory_ids)))
             .values(analysis_status=AnalysisStatus.DONE.value, analysed_at=_now())
         )
 

@@ -254,7 +254,8 @@ def test_finalized_trajectories_queue_for_analysis_and_leases_expire(database: D
         assert store.claim_pending(10) == []
         again = store.claim_pending(10, lease=timedelta(seconds=-1))
         assert sorted(t for _, t in again) == sorted(ids)
-        store.mark_analysed([t for _, t in again])
+        for owner, trajectory_id in again:
+            store.mark_analysed(owner, [trajectory_id])
         assert store.queue_depth() == 0
         assert store.requeue(OWNER) == 3
 
