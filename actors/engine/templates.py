@@ -47,7 +47,7 @@ from actors.engine.conditions import flatten_context, holds, holds_all, learn_co
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
-from actors.engine.generalize import fits_pattern, generalize_params, sanitize_text, string_kind
+from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.experience import (
     ActionPattern,
     Condition,
@@ -269,7 +269,7 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
         if len(values) != 1:
             continue
         value = values.pop()
-        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in ("plain", "css"))
+        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in CONSTANT_KINDS)
         if usable and all(f.get(feature, None) != value for f in fail_flat):
             candidates.append(Predicate(feature=feature, op="==", value=value))
     if len(candidates) != 1:
