@@ -12,7 +12,8 @@ the shortest condition a person would write. Its building blocks are *tests*, ea
   values seen more often in positive than in negative runs (so a feature whose five values call
   for two actions gives each action its own set). Only strings of at most 64 characters and
   booleans are categories; a feature with more than two values, at least two thirds of them
-  distinct (ids, free text), is never used: it separates anything and means nothing.
+  distinct among all runs of the decision point (ids, free text), is never used: it
+  separates anything and means nothing.
 
 A condition is a conjunction of at most ``max_tests`` tests (default 2) on distinct features.
 Its *errors* are the negatives it covers plus the positives it leaves out. The rule, exactly:
@@ -277,16 +278,19 @@ class _Evidence:
         return (mask & self.pos_mask).bit_count(), (mask & self.neg_mask).bit_count()
 
 
-def _evidence(positive: Sequence[Features], negative: Sequence[Features]) -> _Evidence:
+def _evidence(
+    positive: Sequence[Features], negative: Sequence[Features], population: Sequence[Features] | None
+) -> _Evidence:
     runs = (*positive, *negative)
     n_pos = len(positive)
     features = tuple(sorted({k for f in runs for k in f}))
     categorical_ok = set()
+    seen = runs if population is None else population
     for feature in features:
-        keys = [_category_key(f[feature]) for f in runs if feature in f and _is_category(f[feature])]
+        keys = [_category_key(f[feature]) for f in seen if feature in f and _is_category(f[feature])]
         distinct = len(set(keys))
         # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
-        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * len(runs)):
+        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * len(keys)):
             categorical_ok.add(feature)
     all_mask = (1 << len(runs)) - 1
     pos_mask = (1 << n_pos) - 1
@@ -437,7 +441,11 @@ def _rank(ev: _Evidence, tests: Sequence[_Test], mask: int) -> tuple[object, ...
 
 
 def learn_condition(
-    positive: Sequence[Features], negative: Sequence[Features], *, max_tests: int = 2
+    positive: Sequence[Features],
+    negative: Sequence[Features],
+    *,
+    max_tests: int = 2,
+    population: Sequence[Features] | None = None,
 ) -> LearnedCondition | None:
     """The shortest condition that separates positive from negative runs (see the module docstring).
 
@@ -445,13 +453,16 @@ def learn_condition(
         positive: Flattened contexts of runs where the recommended choice was right.
         negative: Flattened contexts of runs where it was wrong (or the alternative was fine).
         max_tests: At most this many tests, each on its own feature (a band is one test).
+        population: Every run of the decision point (default: positive and negative). Whether a
+            string feature is a category (its values recur) or an id is judged on these: six
+            regions seen once each among the runs compared here still recur across the rest.
 
     Returns:
         The condition and its support, or None when no feature separates the sets at all.
     """
     if not positive or not negative:
         return None
-    ev = _evidence(positive, negative)
+    ev = _evidence(positive, negative, population)
     n_neg = len(negative)
     candidates: list[tuple[tuple[_Test, ...], int]] = []
 

@@ -43,7 +43,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import flatten_context, holds, holds_all, learn_condition, simplify
+from actors.engine.conditions import Features, flatten_context, holds, holds_all, learn_condition, simplify
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
@@ -93,6 +93,8 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
             failed.setdefault(obs.action, []).append(obs)
     findings = []
     decoys = sorted(set(failed) - set(succeeded))
+    # Every run of this decision point: it tells categories (values recur) from ids.
+    population = [o.features for o in group]
     costs = {action: [o.cost for o in runs] for action, runs in succeeded.items()}
     for good in sorted(succeeded):
         for bad in sorted(succeeded):
@@ -102,11 +104,11 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
             cheaper = compare_costs(costs[good], costs[bad])
             if bad in failed or cheaper is not None:
                 dearer = compare_costs(costs[bad], costs[good])
-                finding = _distil_pair(good, (bad,), succeeded, failed, cheaper=cheaper, dearer=dearer)
+                finding = _distil_pair(good, (bad,), succeeded, failed, population, cheaper=cheaper, dearer=dearer)
                 if finding is not None:
                     findings.append(finding)
         if decoys:
-            finding = _distil_pair(good, tuple(decoys), succeeded, failed)
+            finding = _distil_pair(good, tuple(decoys), succeeded, failed, population)
             if finding is not None:
                 findings.append(finding)
     for tool in sorted(set(succeeded) & set(failed)):
@@ -121,6 +123,7 @@ def _distil_pair(
     bads: tuple[str, ...],
     succeeded: dict[str, list[Observation]],
     failed: dict[str, list[Observation]],
+    population: Sequence[Features],
     *,
     cheaper: CostGap | None = None,
     dearer: CostGap | None = None,
@@ -139,7 +142,7 @@ def _distil_pair(
     # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
     good_fail = _fitting(failed.get(good, []), good_ok)
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
-    learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok)
+    learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
     if learned is None:
         return None
     predicates, strength = learned
@@ -183,7 +186,11 @@ def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) ->
 
 
 def _condition(
-    good_ok: list[Observation], bad_fail: list[Observation], good_fail: list[Observation], bad_ok: list[Observation]
+    good_ok: list[Observation],
+    bad_fail: list[Observation],
+    good_fail: list[Observation],
+    bad_ok: list[Observation],
+    population: Sequence[Features],
 ) -> tuple[tuple[Predicate, ...], float] | None:
     """Where the preference holds, with its strength; None when no condition explains the outcomes.
 
@@ -199,12 +206,16 @@ def _condition(
         return (), 1.0
     if not bad_ok or not good_fail:
         positive, negative = (good_ok, good_fail) if good_fail else (bad_fail, bad_ok)
-        learned = learn_condition([o.features for o in positive], [o.features for o in negative])
+        learned = learn_condition([o.features for o in positive], [o.features for o in negative], population=population)
         if learned is None or learned.precision < MIN_PRECISION:
             return None
         return learned.predicates, max(0.0, learned.strength)
-    where_bad_fails = learn_condition([o.features for o in bad_fail], [o.features for o in bad_ok], max_tests=1)
-    where_good_works = learn_condition([o.features for o in good_ok], [o.features for o in good_fail], max_tests=1)
+    where_bad_fails = learn_condition(
+        [o.features for o in bad_fail], [o.features for o in bad_ok], max_tests=1, population=population
+    )
+    where_good_works = learn_condition(
+        [o.features for o in good_ok], [o.features for o in good_fail], max_tests=1, population=population
+    )
     if where_bad_fails is None or where_good_works is None:
         return None
     # Both halves may test one feature ({a, b, c} and {a, b}): keep only what separates something.
