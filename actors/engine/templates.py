@@ -19,6 +19,18 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
 
+Cost counts (:mod:`actors.engine.cost`): when ``a`` clearly costs less than ``b`` where both
+succeeded (median steps, latency or tokens), ``b``'s successes are no evidence against ``a``:
+the pair is distilled even if ``b`` never failed, the condition says only where ``a`` itself
+works, ``b``'s successes inside it are avoided as the costlier way
+(``EvidenceKind.AVOIDED_COSTLIER``), and the rationale says so: ``Both work: … ; bulk_import
+costs 3× paste_rows (median 6 vs 2 steps)``. The reverse pair (``b`` where ``a`` fails) is
+learned as before and carries the caveat ``where a works it is the cheaper choice: …``.
+
+When both halves of a joined condition test one feature, predicates that separate nothing
+are dropped (:func:`~actors.engine.conditions.simplify`). A failure's reason is its
+``summary``, or the ``error`` / ``message`` the agent sent in ``execution_result``.
+
 Alternatives that never succeeded at this decision point (decoys: a tool that does not work
 here at all) are taken together: for each recommended action, ONE template avoids the decoy
 that failed most often and names the others in ``also avoid …`` caveats, instead of one
