@@ -70,6 +70,10 @@ class ExecutionResult(Frozen):
     ``data`` must carry the same value: silently keeping one of two would lose the other.
     """
 
+    # Extra keys never reach the model (the validator below moves them into data); the schema
+    # says they are welcome, so MCP clients that check arguments against it do not drop them.
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"additionalProperties": True})
+
     status: ResultStatus = Field(description="success, failure or partial.")
     summary: Text | None = Field(default=None, max_length=2000, description="One-line outcome, e.g. an error.")
     data: JsonObject = Field(

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from cluster.core.trajectory import ExecutionResult, ResultStatus
+from cluster.core.trajectory import ExecutionResult, NodeIn, ResultStatus
 
 
 def test_extra_keys_are_kept_in_data() -> None:
@@ -47,3 +47,21 @@ def test_a_non_object_data_is_still_rejected() -> None:
         ExecutionResult.model_validate({"status": "success", "data": [1, 2], "output": "x"})
     with pytest.raises(ValidationError):
         ExecutionResult.model_validate({"status": "nope", "output": "x"})
+
+
+def test_the_schema_welcomes_extra_keys() -> None:
+    assert ExecutionResult.model_json_schema()["additionalProperties"] is True
+
+
+def test_a_node_with_a_free_form_result_keeps_one_payload_hash() -> None:
+    sent = {
+        "available_actions": ["a", "b"],
+        "chosen_action": "a",
+        "execution_result": {"status": "success", "steps": 2},
+    }
+    node = NodeIn.model_validate(sent)
+    again = NodeIn.model_validate({**sent, "node_id": str(node.node_id)})
+    assert node.execution_result.data == {"steps": 2}
+    assert again.payload_hash() == node.payload_hash()
+    stored = NodeIn.model_validate(node.model_dump(mode="json"))
+    assert stored.payload_hash() == node.payload_hash()
