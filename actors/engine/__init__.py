@@ -6,13 +6,20 @@ import it and the Ray actors and Ray Data jobs wrap the same :func:`attribute_ba
 Steps, one module each: :mod:`~actors.engine.labels` (path outcome labels),
 :mod:`~actors.engine.credit` (pluggable contribution scorers), :mod:`~actors.engine.signature`
 (what counts as the same decision point), :mod:`~actors.engine.contrast` (success vs failure
-pairs, sensitivity), :mod:`~actors.engine.conditions` (learned feature thresholds),
+pairs, sensitivity), :mod:`~actors.engine.cost` (what a choice cost),
+:mod:`~actors.engine.conditions` (learned conditions, and their evaluation for serving),
 :mod:`~actors.engine.generalize` (placeholders and patterns), :mod:`~actors.engine.templates`
 (distillation), :mod:`~actors.engine.confidence` and :mod:`~actors.engine.library` (merging).
 """
 
 from actors.engine.batch import AttributionResult, NodeScore, attribute, attribute_batch
-from actors.engine.conditions import LearnedCondition, flatten_context, learn_condition
+from actors.engine.conditions import (
+    LearnedCondition,
+    evaluate_condition,
+    evaluate_features,
+    flatten_context,
+    learn_condition,
+)
 from actors.engine.confidence import (
     apply_outcome,
     initial_confidence,
@@ -21,6 +28,7 @@ from actors.engine.confidence import (
     wilson_lower_bound,
 )
 from actors.engine.contrast import ChoiceRef, Contrast, ContrastKind
+from actors.engine.cost import Cost, CostGap, compare_costs, node_costs, read_cost
 from actors.engine.credit import (
     CreditContext,
     LeafCounts,
@@ -41,6 +49,8 @@ __all__ = [
     "ChoiceRef",
     "Contrast",
     "ContrastKind",
+    "Cost",
+    "CostGap",
     "CreditContext",
     "DecisionSignature",
     "LabelledPath",
@@ -55,7 +65,10 @@ __all__ = [
     "attribute",
     "attribute_batch",
     "available_scorers",
+    "compare_costs",
     "decision_signature",
+    "evaluate_condition",
+    "evaluate_features",
     "flatten_context",
     "generalize_params",
     "get_scorer",
@@ -63,6 +76,8 @@ __all__ = [
     "label_paths",
     "learn_condition",
     "merge_into_library",
+    "node_costs",
+    "read_cost",
     "register_scorer",
     "served_feedback",
     "unregister_scorer",

@@ -1,41 +1,64 @@
-"""Condition learning: which context feature separates the runs where a choice was right.
+"""Condition learning and evaluation: which context feature says where a choice is right.
 
 Context snapshots are flattened into dotted feature paths (``{"table": {"rows": 5}}`` →
-``table.rows``; a list becomes its length, ``len(items)``). A learner then looks for the
-predicate that best separates *positive* runs (the recommended choice was right) from
-*negative* ones:
+``table.rows``; a list becomes its length, ``len(items)``; nesting stops at depth 6). The
+learner separates *positive* runs (the recommended choice was right) from *negative* ones with
+the shortest condition a person would write. Its building blocks are *tests*, each on one feature:
 
-* numeric features: the best threshold, placed midway between two neighbouring observed values
-  (``row_count > 60`` when 20 and 100 are the closest values on either side);
-* categorical features (strings of at most 64 characters, booleans): equality with a value.
-  Features with more than two values, at least two thirds of them distinct (ids, free text),
-  are skipped: they separate anything and mean nothing.
+* a threshold, ``rows > 60`` or ``rows <= 60``, placed midway between the two neighbouring
+  observed values (``60`` when 20 and 100 are the closest values on either side);
+* a band, ``20 < rows <= 100`` (two predicates, one test), with both ends at class boundaries;
+* an equality, ``uniform == True``, or a set, ``region in {'eu', 'uk', 'us'}``: exactly the
+  values seen more often in positive than in negative runs (so a feature whose five values call
+  for two actions gives each action its own set). Only strings of at most 64 characters and
+  booleans are categories; a feature with more than two values, at least two thirds of them
+  distinct among all runs of the decision point (ids, free text), is never used: it
+  separates anything and means nothing.
 
-The score is Youden's J (share of positives covered minus share of negatives covered); ties go
-to higher coverage, then to categorical features (a threshold picked among many cut points
-separates small samples by luck more easily than an equality does), then to a fixed order of
-feature names, so the result is deterministic. One
-refining predicate may follow when the first leaves negatives inside its region (e.g. bulk
-import is right for large files *and* only when the encoding is UTF-8).
+A condition is a conjunction of at most ``max_tests`` tests (default 2) on distinct features.
+Its *errors* are the negatives it covers plus the positives it leaves out. The rule, exactly:
+
+1. Candidates: every single test, and every test paired with one of the ``SEEDS`` best single
+   tests (the second test learned on the runs the first one covers). A candidate must cover a
+   positive, leave out a negative, and cover a larger share of positives than of negatives.
+2. Admissible: errors at most ``E_min + slack``, where ``E_min`` is the fewest errors of any
+   candidate and ``slack = n // 20`` (one error in twenty runs is noise, not a reason for one
+   more predicate; with fewer than twenty runs the separation must be the best there is).
+3. Among the admissible, minimum description length wins: fewest tests, then fewest values (a
+   threshold or equality is 1, a band 2, a set its size), then fewest errors, then fewest
+   covered negatives (a wrong recommendation costs more than a missing one), then categorical
+   before numeric tests (a threshold picked among many cut points separates small samples by
+   luck more easily than an equality does), then more covered positives, then feature names.
+
+So no predicate is ever added that separates nothing: a condition without it would have the
+same errors and fewer tests. :func:`evaluate_condition` checks a learned (or hand-written)
+condition against a live context snapshot with three-valued logic: a feature missing from the
+snapshot is *unknown* (None), never false. ``docs/learner.md`` has worked examples.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import Field, JsonValue
 
 from cluster.core.types import Frozen
-from cluster.experience.templates import Predicate
+from cluster.experience.templates import Condition, Predicate
 
 Scalar = str | int | float | bool | None
 Features = Mapping[str, Scalar]
 
 MAX_CATEGORY_CHARS = 64
 MAX_DEPTH = 6
+SEEDS = 12
+"""Single tests tried as the first half of a conjunction (the best ones by the rule above)."""
+MAX_BAND_CUTS = 40
+"""Above this many class boundaries on one feature only the best band is tried (keeps it O(n²) at most)."""
+NOISE_RUNS = 20
+"""One error per this many runs is tolerated before a longer condition is preferred."""
 
 
 def flatten_context(value: Mapping[str, JsonValue], prefix: str = "") -> dict[str, Scalar]:
@@ -79,25 +102,68 @@ class LearnedCondition(Frozen):
         neg = self.covered_negative / self.total_negative if self.total_negative else 0.0
         return pos - neg
 
+    @property
+    def errors(self) -> int:
+        """Negatives covered plus positives left out."""
+        return self.covered_negative + self.total_positive - self.covered_positive
 
-def _is_number(value: Scalar) -> bool:
+
+# --- evaluation -------------------------------------------------------------------------------
+
+
+def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def holds(predicate: Predicate, features: Features) -> bool:
-    """Whether ``predicate`` holds for a flattened context; a missing feature never holds."""
-    if predicate.feature not in features:
+def _same(a: object, b: object) -> bool:
+    """JSON equality: 1 == 1.0, but True is no 1 and "1" is no 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def evaluate_predicate(predicate: Predicate, features: Features, snapshot: object = None) -> bool | None:
+    """Whether ``predicate`` holds on flattened features; None when its feature is missing.
+
+    Args:
+        predicate: The test.
+        features: A flattened context (:func:`flatten_context`).
+        snapshot: The raw snapshot, consulted only by ``contains`` on a list feature (a list
+            flattens to its length, so its items are read from the raw value).
+
+    Returns:
+        True or False when the feature is present (a value of the wrong type for the operator,
+        e.g. ``rows > 5`` on ``"many"``, is False), None when it is absent or not a finite number
+        where a number is compared.
+    """
+    op, target = predicate.op, predicate.value
+    if op == "contains":
+        raw = _lookup(snapshot, predicate.feature) if predicate.feature not in features else features[predicate.feature]
+        if raw is _MISSING:
+            return None
+        if isinstance(raw, str):
+            return isinstance(target, str) and target in raw
+        if isinstance(raw, list):
+            return any(_same(item, target) for item in raw)
         return False
+    if predicate.feature not in features:
+        return None
     value = features[predicate.feature]
-    target = predicate.value
-    if predicate.op == "==":
-        return value == target and type(value) is type(target)
-    if predicate.op == "!=":
-        return value != target
-    if not (_is_number(value) and isinstance(target, int | float)):
+    if op == "==":
+        return _same(value, target)
+    if op == "!=":
+        return not _same(value, target)
+    if op == "in":
+        return isinstance(target, list) and any(_same(value, t) for t in target)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if not (_is_number(value) and _is_number(target)):
         return False
     assert isinstance(value, int | float)
-    match predicate.op:
+    assert isinstance(target, int | float)
+    match op:
         case ">":
             return value > target
         case ">=":
@@ -109,8 +175,126 @@ def holds(predicate: Predicate, features: Features) -> bool:
     return False
 
 
+def evaluate_features(
+    condition: Condition | Sequence[Predicate], features: Features, snapshot: object = None
+) -> bool | None:
+    """Three-valued AND of the predicates on flattened features: False if any is False, else None
+    if any is unknown, else True (an empty condition is True). See :func:`evaluate_condition`."""
+    predicates = condition.predicates if isinstance(condition, Condition) else condition
+    unknown = False
+    for predicate in predicates:
+        result = evaluate_predicate(predicate, features, snapshot)
+        if result is False:
+            return False
+        unknown = unknown or result is None
+    return None if unknown else True
+
+
+def evaluate_condition(condition: Condition | Sequence[Predicate], context_snapshot: object) -> bool | None:
+    """Does a template's condition hold in this situation? For serving: filter and rank by it.
+
+    The snapshot is flattened exactly as the learner saw it (:func:`flatten_context`: dotted
+    paths, ``len(list)``, depth 6), so a condition learned from snapshots means the same here.
+    Total: any JSON-like value is accepted (a non-object snapshot has no features) and nothing
+    raises. To test many conditions against one snapshot, flatten it once and call
+    :func:`evaluate_features`.
+
+    Args:
+        condition: A template's ``condition`` (or its predicates).
+        context_snapshot: The current context snapshot, as an agent would record it.
+
+    Returns:
+        True when every predicate holds, False when one fails, None (unknown) when none fails
+        but a feature is missing from the snapshot: missing is unknown, never false.
+    """
+    predicates = condition.predicates if isinstance(condition, Condition) else condition
+    if not predicates:
+        return True
+    features = flatten_context(context_snapshot) if isinstance(context_snapshot, Mapping) else {}
+    return evaluate_features(predicates, features, context_snapshot)
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+
+def _lookup(snapshot: object, path: str) -> object:
+    """The raw value at a dotted path (keys may hold dots themselves), or ``_MISSING``."""
+    if not isinstance(snapshot, Mapping) or not path:
+        return _MISSING
+    if path in snapshot:
+        return snapshot[path]
+    head, sep, rest = path.partition(".")
+    while sep:
+        if head in snapshot:
+            found = _lookup(snapshot[head], rest)
+            if found is not _MISSING:
+                return found
+        more, sep, rest = rest.partition(".")
+        head = f"{head}.{more}"
+    return _MISSING
+
+
+def holds(predicate: Predicate, features: Features) -> bool:
+    """Whether ``predicate`` holds for a flattened context; a missing feature does not hold here.
+
+    The learner's view: evidence without the feature is not covered. Serving uses
+    :func:`evaluate_condition`, which says *unknown* instead.
+    """
+    return evaluate_predicate(predicate, features) is True
+
+
 def holds_all(predicates: Sequence[Predicate], features: Features) -> bool:
     return all(holds(p, features) for p in predicates)
+
+
+# --- learning ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Test:
+    """One test on one feature and the evidence runs it covers (bit i = run i)."""
+
+    feature: str
+    predicates: tuple[Predicate, ...]
+    values: int
+    numeric: bool
+    mask: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Evidence:
+    runs: tuple[Features, ...]
+    n_pos: int
+    pos_mask: int
+    neg_mask: int
+    features: tuple[str, ...]
+    categorical_ok: frozenset[str]
+
+    def counts(self, mask: int) -> tuple[int, int]:
+        return (mask & self.pos_mask).bit_count(), (mask & self.neg_mask).bit_count()
+
+
+def _evidence(
+    positive: Sequence[Features], negative: Sequence[Features], population: Sequence[Features] | None
+) -> _Evidence:
+    runs = (*positive, *negative)
+    n_pos = len(positive)
+    features = tuple(sorted({k for f in runs for k in f}))
+    categorical_ok = set()
+    seen = runs if population is None else population
+    for feature in features:
+        keys = [_category_key(f[feature]) for f in seen if feature in f and _is_category(f[feature])]
+        distinct = len(set(keys))
+        # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
+        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * len(keys)):
+            categorical_ok.add(feature)
+    all_mask = (1 << len(runs)) - 1
+    pos_mask = (1 << n_pos) - 1
+    return _Evidence(runs, n_pos, pos_mask, all_mask & ~pos_mask, features, frozenset(categorical_ok))
 
 
 def _threshold(low: float, high: float) -> float | int:
@@ -122,62 +306,100 @@ def _threshold(low: float, high: float) -> float | int:
     return rounded if low <= rounded < high else mid
 
 
-def _numeric_candidates(pos: list[float], neg: list[float]) -> list[tuple[str, JsonValue, int, int]]:
-    """Every midpoint threshold, both directions, as ``(op, threshold, covered_pos, covered_neg)``."""
-    values = sorted(set(pos) | set(neg))
-    pos_sorted, neg_sorted = sorted(pos), sorted(neg)
-    n_pos, n_neg = len(pos_sorted), len(neg_sorted)
-    out: list[tuple[str, JsonValue, int, int]] = []
-    for low, high in itertools.pairwise(values):
-        t = _threshold(low, high)
-        # Count values above t by bisection: O(log n) per threshold keeps large groups cheap.
-        pos_above = n_pos - bisect.bisect_right(pos_sorted, t)
-        neg_above = n_neg - bisect.bisect_right(neg_sorted, t)
-        out.append((">", t, pos_above, neg_above))
-        out.append(("<=", t, n_pos - pos_above, n_neg - neg_above))
+def _tests(ev: _Evidence, region: int, skip: str | None = None) -> list[_Test]:
+    """Every candidate test on the runs in ``region`` (a bit mask), one feature at a time."""
+    out: list[_Test] = []
+    indices = [i for i in range(len(ev.runs)) if region >> i & 1]
+    for feature in ev.features:
+        if feature == skip:
+            continue
+        present = [(i, ev.runs[i][feature]) for i in indices if feature in ev.runs[i]]
+        if not present:
+            continue
+        numbers = [(i, v) for i, v in present if isinstance(v, int | float) and _is_number(v)]
+        if len(numbers) == len(present):
+            out.extend(_numeric_tests(ev, feature, numbers))
+        elif feature in ev.categorical_ok and all(_is_category(v) for _, v in present):
+            out.extend(_categorical_tests(ev, feature, present))
     return out
 
 
-def _categorical_candidates(pos: list[Scalar], neg: list[Scalar]) -> list[tuple[str, JsonValue, int, int]]:
-    keys_pos = [_category_key(v) for v in pos]
-    keys_neg = [_category_key(v) for v in neg]
-    distinct = set(keys_pos) | set(keys_neg)
-    n = len(pos) + len(neg)
-    # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
-    if len(distinct) < 2 or (len(distinct) > 2 and 3 * len(distinct) >= 2 * n):
-        return []
-    return [("==", _from_category_key(key), keys_pos.count(key), keys_neg.count(key)) for key in sorted(set(keys_pos))]
+def _numeric_tests(ev: _Evidence, feature: str, present: list[tuple[int, float]]) -> Iterable[_Test]:
+    by_value: dict[float, int] = {}
+    for i, v in present:
+        by_value[v] = by_value.get(v, 0) | (1 << i)
+    values = sorted(by_value)
+    if len(values) < 2:
+        return
+    # above[k]: runs with a value > values[k]; cuts sit between values[k] and values[k + 1].
+    above = [0] * len(values)
+    acc = 0
+    for k in range(len(values) - 1, 0, -1):
+        acc |= by_value[values[k]]
+        above[k - 1] = acc
+    everything = acc | by_value[values[0]]
+    cuts = [_threshold(low, high) for low, high in itertools.pairwise(values)]
+    for k, t in enumerate(cuts):
+        yield _Test(feature, (Predicate(feature=feature, op=">", value=t),), 1, True, above[k])
+        yield _Test(feature, (Predicate(feature=feature, op="<=", value=t),), 1, True, everything & ~above[k])
+    # Bands end at class boundaries: moving an end past a run of one class only adds errors.
+    kinds = [_class_of(ev, by_value[v]) for v in values]
+    boundaries = [k for k in range(len(cuts)) if not (kinds[k] == kinds[k + 1] != "mixed")]
+    pairs: Iterable[tuple[int, int]]
+    if len(boundaries) <= MAX_BAND_CUTS:
+        pairs = itertools.combinations(boundaries, 2)
+    else:
+        pairs = _best_band(ev, values, by_value, cuts)
+    for lo, hi in pairs:
+        mask = above[lo] & ~above[hi]
+        low = Predicate(feature=feature, op=">", value=cuts[lo])
+        high = Predicate(feature=feature, op="<=", value=cuts[hi])
+        yield _Test(feature, (low, high), 2, True, mask)
 
 
-def _best_predicate(positive: Sequence[Features], negative: Sequence[Features]) -> tuple[Predicate, int, int] | None:
-    """The single predicate with the highest J over these runs, with its covered counts."""
-    n_pos, n_neg = len(positive), len(negative)
-    if not n_pos or not n_neg:
-        return None
-    features = sorted({k for f in positive for k in f} | {k for f in negative for k in f})
-    best: tuple[tuple[float, int, bool, str, str, str], str, str, JsonValue, int, int] | None = None
-    for feature in features:
-        pos_vals = [f[feature] for f in positive if feature in f]
-        neg_vals = [f[feature] for f in negative if feature in f]
-        if not pos_vals:
-            continue
-        candidates: list[tuple[str, JsonValue, int, int]] = []
-        numeric = all(_is_number(v) for v in pos_vals) and all(_is_number(v) for v in neg_vals)
-        if numeric:
-            candidates = _numeric_candidates(
-                [v for v in pos_vals if isinstance(v, int | float)], [v for v in neg_vals if isinstance(v, int | float)]
-            )
-        elif all(_is_category(v) for v in pos_vals) and all(_is_category(v) for v in neg_vals):
-            candidates = _categorical_candidates(pos_vals, neg_vals)
-        for op, value, pc, nc in candidates:
-            j = pc / n_pos - nc / n_neg
-            rank = (-j, -pc, numeric, feature, op, repr(value))
-            if best is None or rank < best[0]:
-                best = (rank, feature, op, value, pc, nc)
-    if best is None or best[0][0] >= 0:
-        return None
-    _, feature, op, value, pc, nc = best
-    return Predicate(feature=feature, op=op, value=value), pc, nc  # type: ignore[arg-type]
+def _class_of(ev: _Evidence, mask: int) -> str:
+    pos, neg = ev.counts(mask)
+    return "pos" if not neg else "neg" if not pos else "mixed"
+
+
+def _best_band(
+    ev: _Evidence, values: list[float], by_value: dict[float, int], cuts: list[float | int]
+) -> list[tuple[int, int]]:
+    """The band of most (positives − negatives), by Kadane's scan; as a pair of cut indices."""
+    best, best_pair = 0, None
+    run, start = 0, 0
+    for k in range(1, len(values) - 1):  # a band needs a cut on both sides
+        pos, neg = ev.counts(by_value[values[k]])
+        if run <= 0:
+            run, start = 0, k
+        run += pos - neg
+        if run > best:
+            best, best_pair = run, (start - 1, k)
+    return [best_pair] if best_pair is not None and best_pair[1] < len(cuts) else []
+
+
+def _categorical_tests(ev: _Evidence, feature: str, present: list[tuple[int, Scalar]]) -> Iterable[_Test]:
+    by_key: dict[str, int] = {}
+    for i, v in present:
+        key = _category_key(v)
+        by_key[key] = by_key.get(key, 0) | (1 << i)
+    chosen = sorted(k for k, mask in by_key.items() if _more_pos(ev, mask))
+    if not chosen or len(chosen) == len(by_key):
+        return  # nothing to tell apart among the values present
+    mask = 0
+    for key in chosen:
+        mask |= by_key[key]
+    values = [_from_category_key(k) for k in chosen]
+    if len(values) == 1:
+        predicate = Predicate(feature=feature, op="==", value=values[0])
+    else:
+        predicate = Predicate(feature=feature, op="in", value=list(values))
+    yield _Test(feature, (predicate,), len(values), False, mask)
+
+
+def _more_pos(ev: _Evidence, mask: int) -> bool:
+    pos, neg = ev.counts(mask)
+    return pos > neg
 
 
 def _is_category(value: Scalar) -> bool:
@@ -193,37 +415,107 @@ def _from_category_key(key: str) -> bool | str:
     return key[2:] == "True" if key.startswith("b:") else key[2:]
 
 
+def _mask_of(ev: _Evidence, predicates: Sequence[Predicate]) -> int:
+    return sum(1 << i for i, f in enumerate(ev.runs) if holds_all(predicates, f))
+
+
+def _errors(ev: _Evidence, mask: int) -> int:
+    pos, neg = ev.counts(mask)
+    return neg + ev.n_pos - pos
+
+
+def _rank(ev: _Evidence, tests: Sequence[_Test], mask: int) -> tuple[object, ...]:
+    """The description-length order of the module docstring (smaller is better)."""
+    pos, neg = ev.counts(mask)
+    errors = neg + ev.n_pos - pos
+    return (
+        len(tests),
+        sum(t.values for t in tests),
+        errors,
+        neg,
+        sum(t.numeric for t in tests),
+        -pos,
+        tuple(sorted(t.feature for t in tests)),
+        tuple(sorted(p.render() for t in tests for p in t.predicates)),
+    )
+
+
 def learn_condition(
-    positive: Sequence[Features], negative: Sequence[Features], *, max_predicates: int = 2
+    positive: Sequence[Features],
+    negative: Sequence[Features],
+    *,
+    max_tests: int = 2,
+    population: Sequence[Features] | None = None,
 ) -> LearnedCondition | None:
-    """Learn a conjunction of up to ``max_predicates`` predicates separating the two sets.
+    """The shortest condition that separates positive from negative runs (see the module docstring).
 
     Args:
         positive: Flattened contexts of runs where the recommended choice was right.
         negative: Flattened contexts of runs where it was wrong (or the alternative was fine).
-        max_predicates: Upper bound on the conjunction length.
+        max_tests: At most this many tests, each on its own feature (a band is one test).
+        population: Every run of the decision point (default: positive and negative). Whether a
+            string feature is a category (its values recur) or an id is judged on these: six
+            regions seen once each among the runs compared here still recur across the rest.
 
     Returns:
         The condition and its support, or None when no feature separates the sets at all.
     """
-    first = _best_predicate(positive, negative)
-    if first is None:
+    if not positive or not negative:
         return None
-    predicates = [first[0]]
-    pos_in = [f for f in positive if holds(first[0], f)]
-    neg_in = [f for f in negative if holds(first[0], f)]
-    while neg_in and len(predicates) < max_predicates:
-        nxt = _best_predicate(pos_in, neg_in)
-        # A refinement must exclude some negatives while keeping at least half the positives.
-        if nxt is None or nxt[2] >= len(neg_in) or 2 * nxt[1] < len(pos_in):
-            break
-        predicates.append(nxt[0])
-        pos_in = [f for f in pos_in if holds(nxt[0], f)]
-        neg_in = [f for f in neg_in if holds(nxt[0], f)]
-    return LearnedCondition(
-        predicates=tuple(predicates),
-        covered_positive=len(pos_in),
-        covered_negative=len(neg_in),
-        total_positive=len(positive),
-        total_negative=len(negative),
+    ev = _evidence(positive, negative, population)
+    n_neg = len(negative)
+    candidates: list[tuple[tuple[_Test, ...], int]] = []
+
+    def useful(mask: int) -> bool:
+        pos, neg = ev.counts(mask)
+        return pos > 0 and neg < n_neg and pos * n_neg > neg * ev.n_pos
+
+    singles = [t for t in _tests(ev, ev.pos_mask | ev.neg_mask) if useful(t.mask)]
+    candidates.extend(((t,), t.mask) for t in singles)
+    if max_tests >= 2 and singles:
+        # Seeds: the single tests with fewest errors (then by rank); a good conjunction starts with one.
+        seeds = sorted(singles, key=lambda t: (_errors(ev, t.mask), _rank(ev, [t], t.mask)))
+        for seed in seeds[:SEEDS]:
+            for second in _tests(ev, seed.mask, skip=seed.feature):
+                mask = seed.mask & second.mask
+                if mask != seed.mask and useful(mask):
+                    candidates.append(((seed, second), mask))
+    if not candidates:
+        return None
+    errors = [_errors(ev, m) for _, m in candidates]
+    bound = min(errors) + len(ev.runs) // NOISE_RUNS
+    tests, mask = min(
+        (c for c, e in zip(candidates, errors, strict=True) if e <= bound), key=lambda c: _rank(ev, c[0], c[1])
     )
+    pos, neg = ev.counts(mask)
+    if len(tests) > 1:
+        # The test that separates more on its own comes first and the refinement after, so
+        # caveats read the refinement as the edge case. (A second test's mask only spans the
+        # runs its seed covered, so judge each test on all runs here.)
+        tests = tuple(sorted(tests, key=lambda t: _errors(ev, _mask_of(ev, t.predicates))))
+    return LearnedCondition(
+        predicates=tuple(p for t in tests for p in t.predicates),
+        covered_positive=pos,
+        covered_negative=neg,
+        total_positive=ev.n_pos,
+        total_negative=n_neg,
+    )
+
+
+def simplify(predicates: Sequence[Predicate], runs: Sequence[Features]) -> tuple[Predicate, ...]:
+    """Drop, last first, every predicate that separates nothing among ``runs``.
+
+    A predicate separates nothing when the others, without it, cover exactly the same runs. Used
+    where two learned conditions are joined (both may test the same feature).
+    """
+    kept = list(dict.fromkeys(predicates))
+
+    def covered(preds: Sequence[Predicate]) -> list[bool]:
+        return [holds_all(preds, f) for f in runs]
+
+    full = covered(kept)
+    for i in range(len(kept) - 1, -1, -1):
+        without = kept[:i] + kept[i + 1 :]
+        if covered(without) == full:
+            kept = without
+    return tuple(kept)

@@ -10,8 +10,9 @@ A node's outcome is the sign of its contribution score: above ``+OUTCOME_THRESHO
 succeeded, below ``-OUTCOME_THRESHOLD`` it failed, in between it is neutral and ignored.
 
 Sensitivity: a signature group is worth analysing only if some choice succeeded in it and some
-failed — a different action, or the same tool with a different parameter value. If every choice
-(or every order of two steps) succeeded, the decision did not matter and no template is made.
+failed — a different action, or the same tool with a different parameter value — or if two
+actions succeeded and one clearly cost less. If every choice (or every order of two steps)
+succeeded at about the same cost, the decision did not matter and no template is made.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from actors.engine.conditions import Scalar, flatten_context
+from actors.engine.cost import Cost, compare_costs, node_costs
 from actors.engine.credit import CreditContext
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
 from cluster.core.types import Frozen
@@ -46,6 +48,7 @@ class Observation:
         score: Contribution score in [-1, 1].
         features: The flattened context snapshot.
         in_batch: True for the trajectories being attributed now, False for stored history.
+        cost: What the chosen action cost (:mod:`actors.engine.cost`).
     """
 
     trajectory: Trajectory
@@ -56,6 +59,7 @@ class Observation:
     score: float
     features: dict[str, Scalar] = field(repr=False)
     in_batch: bool
+    cost: Cost = field(default_factory=Cost, repr=False)
 
     @property
     def action(self) -> str:
@@ -77,6 +81,7 @@ class Observation:
 def observe(ctx: CreditContext, scores: dict[uuid.UUID, float], *, order: int, in_batch: bool) -> list[Observation]:
     """Observations for every scored decision node of one trajectory, in tree order."""
     traj = ctx.trajectory
+    costs = node_costs(traj)
     out: list[Observation] = []
     for nid in ctx.decision_ids:
         node = ctx.tree.by_id[nid]
@@ -91,6 +96,7 @@ def observe(ctx: CreditContext, scores: dict[uuid.UUID, float], *, order: int, i
                 score=scores[nid],
                 features=flatten_context(node.context_snapshot),
                 in_batch=in_batch,
+                cost=costs[nid],
             )
         )
     return out
@@ -105,13 +111,20 @@ def group_by_signature(observations: Iterable[Observation]) -> dict[str, list[Ob
 
 
 def is_sensitive(group: Sequence[Observation]) -> bool:
-    """True when some choice at this decision point succeeded and some failed.
+    """True when some choice at this decision point succeeded and some failed, or two actions
+    succeeded and one was clearly cheaper (:func:`~actors.engine.cost.compare_costs`).
 
-    Cheap pre-filter: if everything succeeded (or everything failed) the choice did not change
-    the outcome. Whether the *difference* is the action or a parameter value is decided when
-    templates are distilled.
+    Cheap pre-filter: if everything succeeded at the same cost (or everything failed) the choice
+    did not change the outcome. Whether the *difference* is the action or a parameter value is
+    decided when templates are distilled.
     """
-    return any(o.outcome > 0 for o in group) and any(o.outcome < 0 for o in group)
+    if any(o.outcome > 0 for o in group) and any(o.outcome < 0 for o in group):
+        return True
+    succeeded: dict[str, list[Cost]] = {}
+    for obs in group:
+        if obs.outcome > 0:
+            succeeded.setdefault(obs.action, []).append(obs.cost)
+    return any(compare_costs(succeeded[a], succeeded[b]) is not None for a in succeeded for b in succeeded if a != b)
 
 
 class ContrastKind(StrEnum):

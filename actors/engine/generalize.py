@@ -9,9 +9,18 @@ Tool names and parameter structure stay; values are generalized across all the e
   carries the attribute (agents that followed ``[type=submit]`` next to ones that clicked ids);
 * other CSS selectors (``table.prices``, ``[name=q]``, ``form > button``) are never paths: kept
   when equal in every run, else ``<css_selector>``;
+* typed values (:func:`value_kind`, checked on the whole string, before paths: a date, a
+  fraction or a MIME type holds a slash and is no path): ``date``, ``time``, ``datetime``,
+  ``duration``, ``mime_type``, ``ratio``, ``version``, ``number``. A MIME type, version, ratio,
+  duration or number every run used is kept verbatim; where runs differ it is named after the
+  context feature holding it in every run, else typed (``<mime_type>``). Dates and times come
+  from the situation: named after the context feature when one holds them (even if constant),
+  kept verbatim when two or more runs used the same one, else ``<date>`` / ``<time>``;
 * URLs → ``<url>``; file paths → ``<path>``, or ``<csv_path>`` when every run's file had the
-  same extension; e-mail addresses → ``<email>``; uuids, long hex strings and values of
-  ``*id`` keys → ``<id>``; text longer than 64 characters → ``<text>``;
+  same extension (a real one: it starts with a letter, so ``x.2026`` is just ``<path>``);
+  e-mail addresses → ``<email>``; uuids, long hex strings and values of ``*id`` keys →
+  ``<id>``; text longer than 64 characters → ``<text>``. These name one thing in one
+  environment, so they are placeholders even when every run used the same one;
 * numbers equal to the same context feature in every run → ``<feature>`` (e.g. ``<row_count>``);
   otherwise kept when equal in every run, else ``<int>`` / ``<number>``;
 * strings equal to the same context string in every run (a feature, or an item of a list
@@ -22,6 +31,8 @@ Tool names and parameter structure stay; values are generalized across all the e
   ``encoding="utf-8"``), else ``<str>`` / ``<bool>``. No pattern value is ever ``""``.
 
 Keys missing from some runs are dropped: the pattern is the structure all the evidence shares.
+No placeholder is ever made of a fragment of a value. The result does not depend on the order
+of the samples.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ _EMAIL = re.compile(r"^[^@\s/]+@[^@\s/]+\.[a-zA-Z]{2,}$")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _HEX = re.compile(r"^(?=.*\d)[0-9a-fA-F]{12,}$")
 _CSS_ID = re.compile(r"^([a-zA-Z][a-zA-Z0-9-]*)?#([A-Za-z_][\w-]*)$")
-_FILE_EXT = re.compile(r"\.([A-Za-z0-9]{1,8})$")
+_FILE_EXT = re.compile(r"\.([A-Za-z][A-Za-z0-9]{0,7})$")
 _PATHLIKE = re.compile(r"^(~|\.{1,2})?[/\\]|^[A-Za-z]:\\|[/\\][^/\\\s]+[/\\]?|^[\w.-]+\.[A-Za-z0-9]{1,8}$")
 # tag.class, [attr=..], combinators; a bare tag.ext with a known file extension stays a path.
 _CSS_SIMPLE = r"(?:[a-zA-Z][a-zA-Z0-9-]*|\*)?(?:[.#][A-Za-z_][\w-]*|\[[^\]\[]+\]|::?[a-z-]+(?:\([^)]*\))?)*"
@@ -57,6 +68,12 @@ _FILE_EXTS = frozenset(
     "py sh sql sqlite svg tar tsv txt xls xlsx xml yaml yml zip".split()
 )
 _ID_KEY = re.compile(r"(?:^|_)(?i:id)$|(?<=[a-z])Id$|^(?i:uuid)$")
+VALUE_KINDS = frozenset({"datetime", "date", "time", "duration", "mime_type", "ratio", "version", "number"})
+"""Kinds of value that mean the same in any run (a MIME type, a version, ...): kept when constant."""
+SITUATION_KINDS = frozenset({"datetime", "date", "time"})
+"""Value kinds that usually come from the situation: named after the context when found there."""
+CONSTANT_KINDS = frozenset({"plain", "css"}) | (VALUE_KINDS - SITUATION_KINDS)
+"""Kinds a list item may have for the whole list to be kept as a constant."""
 SELECTOR_ATTRIBUTES = ("type", "name", "role", "aria-label", "data-testid", "placeholder")
 MAX_CONSTANT_CHARS = 64
 
@@ -132,6 +149,8 @@ def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue
         exts = {m.group(1).lower() if (m := _FILE_EXT.search(v)) else "" for v in values}
         ext = exts.pop() if len(exts) == 1 else ""
         return f"<{ext}_path>" if ext else "<path>"
+    if kind in VALUE_KINDS:
+        return _typed_value(kind, values, samples)
     if set(kinds) <= {"plain", "token"}:
         # A run-specific value (a token, or one that differs between runs) named by the context.
         if "token" in kinds or len(set(values)) > 1:
@@ -143,6 +162,25 @@ def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue
     if kind is not None and kind != "plain":
         return f"<{kind}>"
     return "<str>"
+
+
+def _typed_value(kind: str, values: list[str], samples: Sequence[Sample]) -> str:
+    """A date, MIME type, version, ...: verbatim where every run used it, else a typed placeholder.
+
+    Dates and times usually come from the situation (a due date, a slot): when the context
+    holds the value in every run, it is named after that feature even if it never varied; and
+    a date seen in one run only is no evidence of a constant. Other kinds (MIME types, versions,
+    ratios, durations, numbers) mean the same in any run and are kept whenever they are constant.
+    """
+    feature = _context_feature(values, [ctx for _, ctx in samples])
+    constant = len(set(values)) == 1
+    if kind in SITUATION_KINDS:
+        if feature is not None:
+            return f"<{feature}>"
+        return values[0] if constant and len(values) > 1 else f"<{kind}>"
+    if constant:
+        return values[0]
+    return f"<{feature}>" if feature is not None else f"<{kind}>"
 
 
 def _selector(values: list[str], kinds: list[str], samples: Sequence[Sample]) -> str:
@@ -218,13 +256,23 @@ def _context_feature(values: Sequence[str], contexts: Sequence[Mapping[str, Json
 
 
 def string_kind(key: str, value: str) -> str:
-    """Classify a string value: url, email, id, css_id, path, text or plain."""
+    """Classify a string value (first match wins, in this order).
+
+    ``url``, ``email``, ``id`` (uuid, long hex, or a value of an ``*id`` key), ``datetime``,
+    ``date``, ``time``, ``duration``, ``mime_type``, ``ratio`` (``16/9``, ``3:4``), ``version``,
+    ``number`` (``3.5``, ``1,200``, ``40%``), ``css_id``, ``css``, ``path``, ``text`` (long),
+    ``token`` (a word with a per-instance suffix) or ``plain``. The value types come before
+    paths: a date, a fraction or a MIME type holds a slash and is no file path.
+    """
     if _URL.match(value):
         return "url"
     if _EMAIL.match(value):
         return "email"
     if _ID_KEY.search(key) or _UUID.search(value) or _HEX.match(value):
         return "id"
+    detected = value_kind(key, value)
+    if detected is not None:
+        return detected
     if _CSS_ID.match(value):
         return "css_id"
     if is_css_selector(value):
@@ -236,6 +284,76 @@ def string_kind(key: str, value: str) -> str:
     if _TOKEN.search(value):
         return "token"
     return "plain"
+
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DATE_ISO = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$|^(\d{4})/(\d{1,2})/(\d{1,2})$|^(\d{4})(\d{2})(\d{2})$")
+_DATE_DMY = re.compile(r"^(\d{1,2})([/.-])(\d{1,2})\2(\d{2}|\d{4})$")
+_DATE_WORDS = re.compile(
+    rf"^(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH},?\s+\d{{4}}|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}})$",
+    re.IGNORECASE,
+)
+_TIME = re.compile(
+    r"^([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.\d+)?)?(?:\s*([AaPp][Mm]))?$|^(1[0-2]|0?[1-9])\s*[AaPp][Mm]$"
+)
+_ZONE = r"(?:Z|[+-]\d{2}:?\d{2})?"
+_DATETIME = re.compile(
+    rf"^\d{{4}}-\d{{2}}-\d{{2}}[T ]\d{{2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?{_ZONE}$|^\d{{8}}T\d{{4,6}}{_ZONE}$"
+)
+_DURATION_ISO = re.compile(r"^P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(?:\.\d+)?S)?)?$")
+_DURATION_UNIT = r"(?:ms|msec|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?|d|days?|w|wks?|weeks?)"
+_DURATION = re.compile(rf"^(?:\d+(?:\.\d+)?\s*{_DURATION_UNIT}\s*)+$", re.IGNORECASE)
+_MIME_TOP = "application|audio|example|font|haptics|image|message|model|multipart|text|video|chemical|\\*"
+_MIME = re.compile(rf"^(?:{_MIME_TOP}|x-[\w-]+)/(?:[\w][\w.+-]*|\*)(?:\s*;\s*[\w-]+=[\w.\"-]+)*$", re.IGNORECASE)
+_RATIO = re.compile(r"^\d+(?:\.\d+)?\s*[/:]\s*\d+(?:\.\d+)?$")
+_RATIO_KEY = re.compile(r"ratio|aspect|scale|odds|fraction|share|proportion", re.IGNORECASE)
+_VERSION = re.compile(r"^[vV]\d+(?:\.\d+)*(?:[-+][0-9A-Za-z.-]+)?$|^\d+\.\d+\.\d+(?:\.\d+)?(?:[-+][0-9A-Za-z.-]+)?$")
+_NUMBER = re.compile(r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?%?$")
+
+
+def value_kind(key: str, value: str) -> str | None:
+    """The typed value a string holds (date, time, MIME type, ratio, ...), or None.
+
+    Checked on the whole string only: a value is one thing, never its fragments.
+    """
+    text = value.strip()
+    if not text or len(text) > MAX_CONSTANT_CHARS:
+        return None
+    if _DATETIME.match(text):
+        return "datetime"
+    if _is_date(text):
+        return "date"
+    if _TIME.match(text) and not (_RATIO_KEY.search(key) and _RATIO.match(text)):
+        return "time"
+    if _DURATION_ISO.match(text) or _DURATION.match(text):
+        return "duration"
+    if _MIME.match(text) and not _FILE_EXT_OF_PATH.search(text):
+        return "mime_type"
+    if _RATIO.match(text):
+        return "ratio"
+    if _VERSION.match(text):
+        return "version"
+    if any(c.isdigit() for c in text) and _NUMBER.match(text):
+        return "number"
+    return None
+
+
+_FILE_EXT_OF_PATH = re.compile(rf"\.(?:{'|'.join(sorted(_FILE_EXTS))})$", re.IGNORECASE)
+
+
+def _is_date(text: str) -> bool:
+    if _DATE_WORDS.match(text):
+        return True
+    iso = _DATE_ISO.match(text)
+    if iso:
+        year, month, day = (int(g) for g in iso.groups() if g is not None)
+        return 1 <= month <= 12 and 1 <= day <= 31 and 1000 <= year <= 9999
+    dmy = _DATE_DMY.match(text)
+    if dmy and not (dmy.group(2) == "." and len(dmy.group(4)) != 4):  # 1.2.10 is a version
+        a, b = int(dmy.group(1)), int(dmy.group(3))
+        # Day first or month first: either reading must be a real day and month.
+        return (1 <= a <= 31 and 1 <= b <= 12) or (1 <= a <= 12 and 1 <= b <= 31)
+    return False
 
 
 def is_css_selector(value: str) -> bool:
@@ -291,7 +409,7 @@ def _elements(element_id: str, roots: list[object]) -> Iterator[Mapping[str, Jso
 
 def _safe_constant(value: JsonValue) -> bool:
     if isinstance(value, str):
-        return string_kind("", value) in ("plain", "css")
+        return string_kind("", value) in CONSTANT_KINDS
     if isinstance(value, list):
         return all(_safe_constant(v) for v in value)
     if isinstance(value, Mapping):

@@ -7,9 +7,12 @@ one when, in addition,
 * the avoided tool and the parameter shape (nested key structure) of both patterns are equal,
   or both avoid decoys and share one (one lists ``also avoid …`` caveats; another batch met
   another decoy most often),
-* the conditions are compatible: the same features with the same operators, equal categorical
-  values, and numeric thresholds within 50% of each other (the merged threshold is the
-  support-weighted mean), and
+* the conditions are compatible: the same features with the same operators, equal booleans,
+  numeric thresholds within 50% of each other (the merged threshold is the support-weighted
+  mean), and string sets on the same feature whatever their values (``region == 'eu'`` and
+  ``region in {'uk', 'us'}`` merge into ``region in {'eu', 'uk', 'us'}``: templates learned
+  one value at a time become one), unless the union would take in a value where the library
+  holds the opposite template (recommending what this one avoids), and
 * the new one brings no edge-case caveat the old one lacks: caveats compare by what they are
   about (:func:`~actors.engine.templates.caveat_key`), not by the run values they list, and
   ``also avoid …`` caveats, which list further decoys, do not count; they are united on merge.
@@ -84,12 +87,33 @@ def _compatible_value(a: JsonValue, b: JsonValue) -> bool:
     return a == b
 
 
+def _is_string_set(p: Predicate) -> bool:
+    """``region == 'eu'`` or ``region in {...}`` of strings: a set of values, which merges by union."""
+    if p.op == "==":
+        return isinstance(p.value, str)
+    return p.op == "in" and isinstance(p.value, list) and all(isinstance(v, str) for v in p.value)
+
+
+def _set_of(p: Predicate) -> set[str]:
+    values = p.value if isinstance(p.value, list) else [p.value]
+    return {v for v in values if isinstance(v, str)}
+
+
+def _op_key(p: Predicate) -> tuple[str, str]:
+    return (p.feature, "in" if _is_string_set(p) else p.op)
+
+
 def conditions_compatible(a: Sequence[Predicate], b: Sequence[Predicate]) -> bool:
-    """Same features and operators, close thresholds, equal categories (order-insensitive)."""
-    sa = sorted(a, key=lambda p: (p.feature, p.op))
-    sb = sorted(b, key=lambda p: (p.feature, p.op))
+    """Same features and operators, close thresholds, equal booleans (order-insensitive).
+
+    String sets (``==`` one value or ``in`` several) on the same feature are compatible
+    whatever their values: templates learned one value at a time merge into one whose set is
+    the union.
+    """
+    sa = sorted(a, key=_op_key)
+    sb = sorted(b, key=_op_key)
     return len(sa) == len(sb) and all(
-        pa.feature == pb.feature and pa.op == pb.op and _compatible_value(pa.value, pb.value)
+        _op_key(pa) == _op_key(pb) and (_is_string_set(pa) or _compatible_value(pa.value, pb.value))
         for pa, pb in zip(sa, sb, strict=True)
     )
 
@@ -135,8 +159,8 @@ def narrows(parent: Sequence[Predicate], child: Sequence[Predicate]) -> bool:
     """
     stricter = False
     for p in parent:
-        same = [q for q in child if q.feature == p.feature and q.op == p.op]
-        if any(q.value == p.value for q in same):
+        same = [q for q in child if _op_key(q) == _op_key(p)]
+        if any(q.value == p.value or (_is_string_set(p) and _set_of(q) == _set_of(p)) for q in same):
             continue
         tighter = [q for q in same if _tighter(p, q)]
         if not tighter:
@@ -146,6 +170,8 @@ def narrows(parent: Sequence[Predicate], child: Sequence[Predicate]) -> bool:
 
 
 def _tighter(p: Predicate, q: Predicate) -> bool:
+    if _is_string_set(p) and _is_string_set(q):
+        return _set_of(q) < _set_of(p)
     a, b = p.value, q.value
     if not isinstance(a, int | float) or not isinstance(b, int | float) or isinstance(a, bool) or isinstance(b, bool):
         return False
@@ -166,14 +192,17 @@ def _prov_key(p: Provenance) -> tuple[uuid.UUID, tuple[uuid.UUID, ...], Evidence
     return (p.trajectory_id, p.node_ids, p.kind)
 
 
-def _merge_thresholds(
+def _merge_conditions(
     old: ExperienceTemplate, new: ExperienceTemplate, w_old: int, w_new: int
 ) -> tuple[Predicate, ...]:
-    by_key = {(p.feature, p.op): p for p in new.condition.predicates}
+    """Old predicates with thresholds moved to the support-weighted mean and string sets united."""
+    by_key = {_op_key(p): p for p in new.condition.predicates}
     out = []
     for p in old.condition.predicates:
-        q = by_key[(p.feature, p.op)]
-        if isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
+        q = by_key[_op_key(p)]
+        if _is_string_set(p):
+            out.append(set_predicate(p.feature, _set_of(p) | _set_of(q)))
+        elif isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
             mean = (p.value * w_old + q.value * w_new) / max(1, w_old + w_new)
             value: JsonValue = (
                 round(mean) if isinstance(p.value, int) and isinstance(q.value, int) else float(f"{mean:.6g}")
@@ -182,6 +211,43 @@ def _merge_thresholds(
         else:
             out.append(p)
     return tuple(out)
+
+
+def set_predicate(feature: str, values: set[str]) -> Predicate:
+    """``feature == v`` for one value, ``feature in [sorted values]`` for several."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return Predicate(feature=feature, op="==", value=ordered[0])
+    return Predicate(feature=feature, op="in", value=list(ordered))
+
+
+def _contradicted(library: Sequence[ExperienceTemplate], old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
+    """Uniting ``new``'s sets into ``old`` would claim a value where the library recommends the opposite.
+
+    The opposite is a template of the same decision that recommends what ``old`` avoids and
+    avoids what it recommends; a value in its set for the same feature is evidence against ours.
+    """
+    if old.avoid is None:
+        return False
+    added: dict[str, set[str]] = {}
+    new_sets = {p.feature: _set_of(p) for p in new.condition.predicates if _is_string_set(p)}
+    for p in old.condition.predicates:
+        if _is_string_set(p) and p.feature in new_sets:
+            added[p.feature] = new_sets[p.feature] - _set_of(p)
+    if not any(added.values()):
+        return False
+    for t in library:
+        opposite = (
+            (t.role, t.task_type, t.signature) == (old.role, old.task_type, old.signature)
+            and t.recommended.tool == old.avoid.tool
+            and t.avoid is not None
+            and t.avoid.tool == old.recommended.tool
+        )
+        if opposite and any(
+            _is_string_set(p) and _set_of(p) & added.get(p.feature, set()) for p in t.condition.predicates
+        ):
+            return True
+    return False
 
 
 def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTemplate:
@@ -214,7 +280,7 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
                 trajectories=old.support.trajectories + add_t,
             ),
             "condition": old.condition.model_copy(
-                update={"predicates": _merge_thresholds(old, new, w_old, add_s + add_f)}
+                update={"predicates": _merge_conditions(old, new, w_old, add_s + add_f)}
             ),
             "caveats": _merge_caveats(old, new),
             "confidence": max(confidence, new.confidence),
@@ -273,7 +339,8 @@ def merge_into_library(existing: Sequence[ExperienceTemplate], new: Sequence[Exp
             (
                 i
                 for i, t in enumerate(library)
-                if t.template_id == template.template_id or is_near_duplicate(t, template)
+                if t.template_id == template.template_id
+                or (is_near_duplicate(t, template) and not _contradicted(library, t, template))
             ),
             None,
         )

@@ -30,9 +30,9 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import flatten_context, holds
+from actors.engine.conditions import Features, evaluate_features, flatten_context
 from actors.engine.signature import goal_words, signature_key, situation_signature
-from cluster.experience.templates import Condition, ExperienceTemplate
+from cluster.experience.templates import ExperienceTemplate
 
 WEIGHT_FIT = 0.5
 WEIGHT_CONFIDENCE = 0.3
@@ -60,21 +60,6 @@ FIT: dict[Fit, float] = {
 }
 
 
-def evaluate_condition(condition: Condition, context_snapshot: Mapping[str, JsonValue]) -> bool | None:
-    """Whether ``condition`` holds in the snapshot: True, False, or None when a tested feature is missing.
-
-    An empty condition always holds. One false predicate decides False even if others are unknown.
-    """
-    features = flatten_context(context_snapshot)
-    unknown = False
-    for predicate in condition.predicates:
-        if predicate.feature not in features:
-            unknown = True
-        elif not holds(predicate, features):
-            return False
-    return None if unknown else True
-
-
 def query_signature(
     role: str,
     task_type: str | None,
@@ -99,13 +84,22 @@ def query_signature(
     )
 
 
+def snapshot_features(context_snapshot: Mapping[str, JsonValue]) -> Features:
+    """The snapshot flattened once, to judge many templates against it."""
+    return flatten_context(context_snapshot)
+
+
 def fit(
     template: ExperienceTemplate,
     context_snapshot: Mapping[str, JsonValue],
+    features: Features,
     available_actions: Sequence[str],
     signature: str | None,
 ) -> Fit:
-    """How ``template`` fits the situation (see the module docstring for the rules)."""
+    """How ``template`` fits the situation (see the module docstring for the rules).
+
+    ``features`` is :func:`snapshot_features` of ``context_snapshot``.
+    """
     if available_actions and template.recommended.tool not in available_actions:
         return Fit.NOT_APPLICABLE
     same = signature is not None and template.signature == signature
@@ -113,7 +107,7 @@ def fit(
         return Fit.ALWAYS_SAME_DECISION if same else Fit.ALWAYS
     if not context_snapshot:
         return Fit.UNKNOWN
-    verdict = evaluate_condition(template.condition, context_snapshot)
+    verdict = evaluate_features(template.condition, features, context_snapshot)
     if verdict is False:
         return Fit.NOT_APPLICABLE
     if verdict is None:

@@ -19,6 +19,18 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
 
+Cost counts (:mod:`actors.engine.cost`): when ``a`` clearly costs less than ``b`` where both
+succeeded (median steps, latency or tokens), ``b``'s successes are no evidence against ``a``:
+the pair is distilled even if ``b`` never failed, the condition says only where ``a`` itself
+works, ``b``'s successes inside it are avoided as the costlier way
+(``EvidenceKind.AVOIDED_COSTLIER``), and the rationale says so: ``Both work: … ; bulk_import
+costs 3× paste_rows (median 6 vs 2 steps)``. The reverse pair (``b`` where ``a`` fails) is
+learned as before and carries the caveat ``where a works it is the cheaper choice: …``.
+
+When both halves of a joined condition test one feature, predicates that separate nothing
+are dropped (:func:`~actors.engine.conditions.simplify`). A failure's reason is its
+``summary``, or the ``error`` / ``message`` the agent sent in ``execution_result``.
+
 Alternatives that never succeeded at this decision point (decoys: a tool that does not work
 here at all) are taken together: for each recommended action, ONE template avoids the decoy
 that failed most often and names the others in ``also avoid …`` caveats, instead of one
@@ -43,10 +55,11 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import flatten_context, holds, holds_all, learn_condition
+from actors.engine.conditions import Features, flatten_context, holds, holds_all, learn_condition, simplify
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
-from actors.engine.generalize import fits_pattern, generalize_params, sanitize_text, string_kind
+from actors.engine.cost import CostGap, compare_costs
+from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.types import canonical_json
 from cluster.experience.templates import (
     ActionPattern,
@@ -61,6 +74,8 @@ from cluster.experience.templates import (
 MIN_PRECISION = 0.75
 ALSO_AVOID = "also avoid "
 """Prefix of the caveats that list further decoys; they widen a template, they are no edge case."""
+CHEAPER_WHERE = "where "
+"""Prefix of the caveat saying the avoided tool is cheaper wherever it works."""
 DECOYS = "*decoys*"
 TEMPLATE_NAMESPACE = uuid.UUID("6f1c2a8e-58a4-4a57-9d0e-3c1b8f0a9e21")
 
@@ -90,14 +105,22 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
             failed.setdefault(obs.action, []).append(obs)
     findings = []
     decoys = sorted(set(failed) - set(succeeded))
+    # Every run of this decision point: it tells categories (values recur) from ids.
+    population = [o.features for o in group]
+    costs = {action: [o.cost for o in runs] for action, runs in succeeded.items()}
     for good in sorted(succeeded):
-        for bad in sorted(failed):
-            if good != bad and bad in succeeded:
-                finding = _distil_pair(good, (bad,), succeeded, failed)
+        for bad in sorted(succeeded):
+            if good == bad:
+                continue
+            # Both worked somewhere: a contrast if the other one also failed, or if this one is cheaper.
+            cheaper = compare_costs(costs[good], costs[bad])
+            if bad in failed or cheaper is not None:
+                dearer = compare_costs(costs[bad], costs[good])
+                finding = _distil_pair(good, (bad,), succeeded, failed, population, cheaper=cheaper, dearer=dearer)
                 if finding is not None:
                     findings.append(finding)
         if decoys:
-            finding = _distil_pair(good, tuple(decoys), succeeded, failed)
+            finding = _distil_pair(good, tuple(decoys), succeeded, failed, population)
             if finding is not None:
                 findings.append(finding)
     for tool in sorted(set(succeeded) & set(failed)):
@@ -108,39 +131,61 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
 
 
 def _distil_pair(
-    good: str, bads: tuple[str, ...], succeeded: dict[str, list[Observation]], failed: dict[str, list[Observation]]
+    good: str,
+    bads: tuple[str, ...],
+    succeeded: dict[str, list[Observation]],
+    failed: dict[str, list[Observation]],
+    population: Sequence[Features],
+    *,
+    cheaper: CostGap | None = None,
+    dearer: CostGap | None = None,
 ) -> Finding | None:
-    """``good`` against one alternative that also succeeded somewhere, or against all the decoys at once."""
+    """``good`` against one alternative that also succeeded somewhere, or against all the decoys at once.
+
+    With ``cheaper`` (``good`` costs clearly less than the one alternative), the alternative's
+    successes are no evidence against ``good``: inside the condition they are avoided as the
+    costlier way, and the condition only says where ``good`` itself works. ``dearer`` (the
+    alternative costs clearly less) adds a caveat saying so.
+    """
     decoy = all(b not in succeeded for b in bads)
     good_ok = succeeded[good]
-    bad_fail = [o for b in bads for o in failed[b]]
+    bad_fail = [o for b in bads for o in failed.get(b, [])]
     # Only calls that fit the generalized pattern count against it: a click on a made-up id is
     # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
     good_fail = _fitting(failed.get(good, []), good_ok)
-    bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed[b])]
-    learned = _condition(good_ok, bad_fail, good_fail, bad_ok)
+    bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
+    learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
     if learned is None:
         return None
     predicates, strength = learned
     recommended = [o for o in good_ok if holds_all(predicates, o.features)]
-    inside = {b: [o for o in failed[b] if holds_all(predicates, o.features)] for b in bads}
-    counter = [o for o in good_fail + bad_ok if holds_all(predicates, o.features)]
+    inside = {b: [o for o in failed.get(b, []) if holds_all(predicates, o.features)] for b in bads}
+    costlier = [o for b in bads for o in succeeded.get(b, []) if holds_all(predicates, o.features)] if cheaper else []
+    counter = [o for o in good_fail + ([] if cheaper else bad_ok) if holds_all(predicates, o.features)]
     # The decoy that failed most often is the one to name; ties go alphabetically.
     ranked = sorted((b for b in bads if inside[b]), key=lambda b: (-len(inside[b]), b))
-    if not recommended or not ranked:
+    if not recommended or not (ranked or costlier):
         return None
-    bad, others = ranked[0], ranked[1:]
+    bad, others = (ranked[0], ranked[1:]) if ranked else (bads[0], [])
     avoided = sorted((o for b in ranked for o in inside[b]), key=Observation.sort_key)
+    caveats = _caveats(good, predicates, good_fail) + tuple(_also_avoid(b, inside[b]) for b in sorted(others))
+    if dearer is not None:
+        caveats += (cheaper_caveat(bad, dearer.describe(bad, good)),)
+    rationale = _rationale(good, bad, recommended, inside[bad])
+    if cheaper is not None:
+        rationale = _cost_rationale(good, bad, recommended, costlier, inside[bad], cheaper)
     return _finding(
         recommended,
         avoided,
         counter,
         identity=(good, DECOYS if decoy else bad, predicates),
         condition=predicates,
-        rationale=_rationale(good, bad, recommended, inside[bad]),
-        caveats=_caveats(good, predicates, good_fail) + tuple(_also_avoid(b, inside[b]) for b in sorted(others)),
+        rationale=rationale,
+        caveats=caveats,
         strength=strength,
-        avoid=(bad, inside[bad]),
+        avoid=(bad, inside[bad] + costlier),
+        costlier=costlier,
+        cost_gap=cheaper,
     )
 
 
@@ -153,7 +198,11 @@ def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) ->
 
 
 def _condition(
-    good_ok: list[Observation], bad_fail: list[Observation], good_fail: list[Observation], bad_ok: list[Observation]
+    good_ok: list[Observation],
+    bad_fail: list[Observation],
+    good_fail: list[Observation],
+    bad_ok: list[Observation],
+    population: Sequence[Features],
 ) -> tuple[tuple[Predicate, ...], float] | None:
     """Where the preference holds, with its strength; None when no condition explains the outcomes.
 
@@ -169,15 +218,21 @@ def _condition(
         return (), 1.0
     if not bad_ok or not good_fail:
         positive, negative = (good_ok, good_fail) if good_fail else (bad_fail, bad_ok)
-        learned = learn_condition([o.features for o in positive], [o.features for o in negative])
+        learned = learn_condition([o.features for o in positive], [o.features for o in negative], population=population)
         if learned is None or learned.precision < MIN_PRECISION:
             return None
         return learned.predicates, max(0.0, learned.strength)
-    where_bad_fails = learn_condition([o.features for o in bad_fail], [o.features for o in bad_ok], max_predicates=1)
-    where_good_works = learn_condition([o.features for o in good_ok], [o.features for o in good_fail], max_predicates=1)
+    where_bad_fails = learn_condition(
+        [o.features for o in bad_fail], [o.features for o in bad_ok], max_tests=1, population=population
+    )
+    where_good_works = learn_condition(
+        [o.features for o in good_ok], [o.features for o in good_fail], max_tests=1, population=population
+    )
     if where_bad_fails is None or where_good_works is None:
         return None
-    predicates = tuple(dict.fromkeys(where_bad_fails.predicates + where_good_works.predicates))
+    # Both halves may test one feature ({a, b, c} and {a, b}): keep only what separates something.
+    runs = [o.features for o in good_ok + bad_fail + good_fail + bad_ok]
+    predicates = simplify(where_bad_fails.predicates + where_good_works.predicates, runs)
     held = [o for o in good_ok + bad_fail if holds_all(predicates, o.features)]
     broken = [o for o in good_fail + bad_ok if holds_all(predicates, o.features)]
     if not held or len(held) < MIN_PRECISION * (len(held) + len(broken)):
@@ -203,8 +258,15 @@ def caveat_key(caveat: str) -> str:
     """
     if caveat.startswith(ALSO_AVOID):
         return "avoid " + caveat[len(ALSO_AVOID) :].split(":", 1)[0]
+    if caveat.startswith(CHEAPER_WHERE):
+        return caveat.split(":", 1)[0]  # the figures move from batch to batch; the point does not
     head, sep, _ = caveat.partition(" was ")
     return head if sep and " failed when " in head and "; requires " in caveat else caveat
+
+
+def cheaper_caveat(tool: str, comparison: str) -> str:
+    """The caveat of a template whose avoided tool is the cheaper one where it works."""
+    return f"{CHEAPER_WHERE}{tool} works it is the cheaper choice: {comparison}"
 
 
 def failure_reason(template: ExperienceTemplate) -> str | None:
@@ -230,7 +292,7 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
         if len(values) != 1:
             continue
         value = values.pop()
-        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in ("plain", "css"))
+        usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in CONSTANT_KINDS)
         if usable and all(f.get(feature, None) != value for f in fail_flat):
             candidates.append(Predicate(feature=feature, op="==", value=value))
     if len(candidates) != 1:
@@ -255,16 +317,23 @@ def _finding(
     caveats: tuple[str, ...],
     strength: float = 1.0,
     avoid: tuple[str, Sequence[Observation]] | None = None,
+    costlier: Sequence[Observation] = (),
+    cost_gap: CostGap | None = None,
 ) -> Finding:
-    gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
     good, bad, id_predicates = identity
     avoid_tool, avoid_obs = avoid or (bad, avoided)
-    strength *= min(1.0, max(0.0, gap / 2))
+    if avoided:
+        gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
+        strength *= min(1.0, max(0.0, gap / 2))
+    elif cost_gap is not None:
+        # Nothing failed: the contrast is as strong as the cost difference (3× → 0.67).
+        strength *= 1.0 - 1.0 / cost_gap.ratio
     sample = recommended[0]
     key = sample.key
-    evidence = sorted([*recommended, *avoided], key=Observation.sort_key)
+    evidence = sorted([*recommended, *avoided, *costlier], key=Observation.sort_key)
     provenance = [_prov(o, EvidenceKind.RECOMMENDED_SUCCEEDED) for o in recommended]
     provenance += [_prov(o, EvidenceKind.AVOIDED_FAILED) for o in avoided]
+    provenance += [_prov(o, EvidenceKind.AVOIDED_COSTLIER) for o in costlier]
     provenance += [_prov(o, EvidenceKind.COUNTER) for o in counter]
     template = ExperienceTemplate(
         template_id=template_id(key, good, bad, id_predicates),
@@ -282,7 +351,7 @@ def _finding(
             failures=len(avoided),
             trajectories=len({o.trajectory.trajectory_id for o in evidence}),
         ),
-        confidence=initial_confidence(len(recommended) + len(avoided), len(counter), strength),
+        confidence=initial_confidence(len(recommended) + len(avoided) + len(costlier), len(counter), strength),
         created_at=_latest(evidence),
         updated_at=_latest(evidence),
     )
@@ -309,10 +378,40 @@ def _rationale(good: str, bad: str, recommended: Sequence[Observation], avoided:
     return text
 
 
+def _cost_rationale(
+    good: str,
+    bad: str,
+    recommended: Sequence[Observation],
+    costlier: Sequence[Observation],
+    failed: Sequence[Observation],
+    gap: CostGap,
+) -> str:
+    text = f"Both work: {good} succeeded in {len(recommended)} run(s) and {bad} in {len(costlier)}"
+    text += f"; {gap.describe(good, bad)}"
+    if failed:
+        text += f"; {bad} also failed in {len(failed)} run(s)"
+        common = _common_summary(failed)
+        if common:
+            text += f"; {bad} failed with: {common}"
+    return text
+
+
+def _summary(obs: Observation) -> str | None:
+    """The one-line outcome: ``summary``, else an ``error`` or ``message`` the agent sent in ``data``."""
+    result = obs.node.execution_result
+    if result.summary:
+        return result.summary
+    for key in ("error", "message"):
+        value = result.data.get(key)
+        if isinstance(value, dict):
+            value = value.get("message")
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
 def _common_summary(observations: Sequence[Observation]) -> str | None:
-    summaries = Counter(
-        sanitize_text(o.node.execution_result.summary) for o in observations if o.node.execution_result.summary
-    )
+    summaries = Counter(sanitize_text(text) for o in observations if (text := _summary(o)))
     # Most common first; ties broken alphabetically so the text is deterministic.
     return sorted(summaries.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if summaries else None
 

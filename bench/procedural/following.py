@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import Field, JsonValue, ValidationError
 
+from actors.engine.conditions import evaluate_condition
 from bench.procedural.env_base import Call, StepView
 from cluster.core.types import Frozen
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
@@ -167,39 +168,12 @@ def lookup(context: Mapping[str, JsonValue], path: str) -> tuple[bool, JsonValue
     return True, current
 
 
-def _number(value: JsonValue) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def predicate_holds(predicate: Predicate, context: Mapping[str, JsonValue]) -> bool:
-    """Whether one predicate holds on a context snapshot; a missing feature never holds."""
-    found, value = lookup(context, predicate.feature)
-    if not found:
-        return False
-    target = predicate.value
-    match predicate.op:
-        case "==":
-            return value == target and isinstance(value, bool) == isinstance(target, bool)
-        case "!=":
-            return value != target
-        case "in":
-            return isinstance(target, list) and value in target
-        case "contains":
-            return (isinstance(value, str) and isinstance(target, str) and target in value) or (
-                isinstance(value, list) and target in value
-            )
-    left, right = _number(value), _number(target)
-    if left is None or right is None:
-        return False
-    match predicate.op:
-        case ">":
-            return left > right
-        case ">=":
-            return left >= right
-        case "<":
-            return left < right
-        case _:
-            return left <= right
+    """Whether one predicate holds on a context snapshot; a missing feature never holds.
+
+    The engine's evaluation, so an agent reads a condition exactly as the service learned it.
+    """
+    return evaluate_condition([predicate], context) is True
 
 
 def applies(template: ExperienceTemplate, view: StepView, task_type: str | None) -> bool:
@@ -208,7 +182,7 @@ def applies(template: ExperienceTemplate, view: StepView, task_type: str | None)
         return False
     if template.recommended.tool not in view.available_actions:
         return False
-    return all(predicate_holds(p, view.context) for p in template.condition.predicates)
+    return evaluate_condition(template.condition, view.context) is True
 
 
 def _strings(value: JsonValue) -> list[str]:

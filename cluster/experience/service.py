@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from actors.engine import merge_into_library, update_confidence
-from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score
+from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score, snapshot_features
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
@@ -160,6 +160,7 @@ class ExperienceService:
         )
         relevance = {h.template_id: h.score for h in hits}
         signature = None
+        features = snapshot_features(situation.context_snapshot) if situation is not None else {}
         if situation is not None:
             signature = query_signature(
                 role, task_type, context, situation.context_snapshot, situation.available_actions
@@ -185,7 +186,7 @@ class ExperienceService:
             if situation is None:
                 scored.append(ScoredTemplate(template=template, relevance=score, score=score))
                 continue
-            judged = fit(template, situation.context_snapshot, situation.available_actions, signature)
+            judged = fit(template, situation.context_snapshot, features, situation.available_actions, signature)
             if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
                 continue
             scored.append(
@@ -534,7 +535,7 @@ def _served(scored: ScoredTemplate) -> ServedExperience:
     template = scored.template
     return ServedExperience(
         id=template.template_id,
-        condition=template.condition_text(),
+        condition=template.condition.render(),
         recommended=template.recommended,
         avoid=template.avoid,
         confidence=template.confidence,

@@ -7,12 +7,13 @@ confidence that moves with outcome feedback.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, utcnow
 
@@ -23,18 +24,43 @@ Operator = Literal[">", ">=", "<", "<=", "==", "!=", "in", "contains"]
 
 
 class Predicate(Frozen):
-    """One test on a context feature, e.g. ``row_count > 100``."""
+    """One test on a context feature, e.g. ``row_count > 100`` or ``region in {'eu', 'uk'}``.
+
+    ``in`` takes a non-empty list of JSON scalars (the feature equals one of them); the other
+    operators take one value. A band ``20 < rows <= 100`` is two predicates on one feature.
+    """
 
     feature: Name = Field(description="Dotted path into the context snapshot, e.g. 'table.row_count'.")
     op: Operator
     value: JsonValue
 
+    @model_validator(mode="after")
+    def _set_for_in(self) -> Self:
+        if self.op == "in" and not (
+            isinstance(self.value, list)
+            and self.value
+            and all(v is None or isinstance(v, str | int | float | bool) for v in self.value)
+        ):
+            raise ValueError("'in' needs a non-empty list of scalar values, e.g. ['eu', 'uk']")
+        return self
+
+    def __hash__(self) -> int:
+        # Frozen models hash their fields, and an ``in`` list is not hashable; its JSON text is.
+        return hash((self.feature, self.op, json.dumps(self.value, sort_keys=True)))
+
     def render(self) -> str:
-        return (
-            f"{self.feature} {self.op} {self.value!r}"
-            if isinstance(self.value, str)
-            else (f"{self.feature} {self.op} {self.value}")
-        )
+        if self.op == "in" and isinstance(self.value, list):
+            return f"{self.feature} in {{{', '.join(_render_scalar(v) for v in self.value)}}}"
+        return f"{self.feature} {self.op} {_render_scalar(self.value)}"
+
+
+def _render_scalar(value: JsonValue) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+_LOWER = (">", ">=")
+_UPPER = ("<", "<=")
+_FLIP = {">": "<", ">=": "<="}
 
 
 class Condition(Frozen):
@@ -42,6 +68,28 @@ class Condition(Frozen):
 
     predicates: tuple[Predicate, ...] = ()
     description: Text = Field(default="", max_length=1000, description="The condition in words.")
+
+    def render(self) -> str:
+        """The description, or the predicates joined by ``and``; a lower and an upper bound on one
+        feature read as a band, ``20 < rows <= 100``. Empty when the condition always holds."""
+        if self.description:
+            return self.description
+        lower: dict[str, list[Predicate]] = {}
+        upper: dict[str, list[Predicate]] = {}
+        for p in self.predicates:
+            (lower if p.op in _LOWER else upper if p.op in _UPPER else {}).setdefault(p.feature, []).append(p)
+        parts: list[str] = []
+        done: set[str] = set()
+        for p in self.predicates:
+            lo, hi = lower.get(p.feature, []), upper.get(p.feature, [])
+            if len(lo) == 1 and len(hi) == 1 and p.op in _LOWER + _UPPER:
+                if p.feature not in done:
+                    done.add(p.feature)
+                    low, high = _render_scalar(lo[0].value), _render_scalar(hi[0].value)
+                    parts.append(f"{low} {_FLIP[lo[0].op]} {p.feature} {hi[0].op} {high}")
+                continue
+            parts.append(p.render())
+        return " and ".join(parts)
 
 
 class ActionPattern(Frozen):
@@ -67,6 +115,8 @@ class EvidenceKind(StrEnum):
 
     RECOMMENDED_SUCCEEDED = "recommended_succeeded"
     AVOIDED_FAILED = "avoided_failed"
+    AVOIDED_COSTLIER = "avoided_costlier"
+    """The avoided choice worked too, at a higher cost (steps, latency or tokens)."""
     COUNTER = "counter"
 
 
@@ -117,13 +167,9 @@ class ExperienceTemplate(Frozen):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
-    def condition_text(self) -> str:
-        """The condition in words; empty when the template always applies."""
-        return self.condition.description or " and ".join(p.render() for p in self.condition.predicates)
-
     def render(self) -> str:
         """Deterministic natural-language form of the template."""
-        when = self.condition_text()
+        when = self.condition.render()
         parts = [f"When {when}, prefer {self.recommended.render()}" if when else f"Prefer {self.recommended.render()}"]
         if self.avoid is not None:
             parts.append(f"; avoid {self.avoid.render()}")

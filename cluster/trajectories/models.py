@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from cluster.core.errors import InvalidInput, LimitExceeded
 from cluster.core.types import Frozen, JsonObject, Name, Text, canonical_json, no_nul
@@ -31,11 +31,48 @@ class ResultStatus(StrEnum):
 
 
 class ExecutionResult(Frozen):
-    """What happened when the chosen action ran."""
+    """What happened when the chosen action ran.
+
+    Agents send more than ``status`` and ``summary``: ``message``, ``error``, ``output``, costs
+    (``steps``, ``latency_ms``, ``tokens``, or a ``cost`` object holding them), ... Any key beyond
+    the three fields is accepted and moved into ``data``, so a stored result always has one
+    shape and nothing the agent said is dropped. A key sent both at the top level and inside
+    ``data`` must carry the same value: silently keeping one of two would lose the other.
+    """
+
+    # Extra keys never reach the model (the validator below moves them into data); the schema
+    # says they are welcome, so MCP clients that check arguments against it do not drop them.
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"additionalProperties": True})
 
     status: ResultStatus = Field(description="success, failure or partial.")
     summary: Text | None = Field(default=None, max_length=2000, description="One-line outcome, e.g. an error.")
-    data: JsonObject = Field(default_factory=dict, description="Any further structured result.")
+    data: JsonObject = Field(
+        default_factory=dict,
+        description="Any further structured result; unknown top-level keys (message, error, steps, ...) land here.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extra_keys_into_data(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        extra = {k: v for k, v in value.items() if k not in _RESULT_FIELDS}
+        if not extra:
+            return value
+        data = value.get("data")
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            return value  # let field validation report the bad ``data`` rather than guess
+        merged = dict(data)
+        for key, item in extra.items():
+            if key in merged and merged[key] != item:
+                raise ValueError(f"key {key!r} is sent twice, at the top level and in data, with different values")
+            merged[key] = item
+        return {**{k: v for k, v in value.items() if k in _RESULT_FIELDS}, "data": merged}
+
+
+_RESULT_FIELDS = frozenset({"status", "summary", "data"})
 
 
 class NodeIn(Frozen):

@@ -39,15 +39,17 @@ class Builder:
         params: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
         summary: str | None = None,
+        data: dict[str, Any] | None = None,
+        timestamp: int | None = None,
     ) -> uuid.UUID:
         node = Node(
             parent_id=parent,
-            timestamp=1_700_000_000_000 + len(self.nodes),
+            timestamp=1_700_000_000_000 + len(self.nodes) if timestamp is None else timestamp,
             context_snapshot=context or {},
             available_actions=list(actions or [action]),
             chosen_action=action,
             action_params=params or {},
-            execution_result=ExecutionResult(status=ResultStatus(status), summary=summary),
+            execution_result=ExecutionResult(status=ResultStatus(status), summary=summary, data=data or {}),
             seq=len(self.nodes),
         )
         self.nodes.append(node)

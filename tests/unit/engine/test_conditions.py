@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from actors.engine import flatten_context, learn_condition
 from actors.engine.conditions import holds
-from cluster.experience.templates import Predicate
+from cluster.experience.templates import Condition, Predicate
 
 
 def test_nested_context_flattens_to_dotted_paths_and_list_lengths() -> None:
@@ -68,3 +71,101 @@ def test_a_refining_predicate_excludes_remaining_negatives() -> None:
 def test_missing_features_never_hold() -> None:
     assert not holds(Predicate(feature="n", op=">", value=1), {})
     assert not holds(Predicate(feature="n", op=">", value=1), {"n": "many"})
+
+
+def _runs(spec: dict[str, int], **extra: object) -> list[dict[str, object]]:
+    return [{"region": value, **extra} for value, n in spec.items() for _ in range(n)]
+
+
+def test_several_values_that_call_for_one_action_become_one_set() -> None:
+    pos = [{**f, "count": c} for f, c in zip(_runs({"a": 2, "b": 2, "c": 2}), (3, 9, 4, 12, 7, 1), strict=True)]
+    neg = [{**f, "count": c} for f, c in zip(_runs({"d": 2, "e": 2}), (2, 11, 8, 5), strict=True)]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert learned.predicates == (Predicate(feature="region", op="in", value=["a", "b", "c"]),)
+    assert learned.predicates[0].render() == "region in {'a', 'b', 'c'}"
+    assert learned.errors == 0
+
+
+def test_the_other_values_get_their_own_set() -> None:
+    learned = learn_condition(_runs({"d": 2, "e": 1}), _runs({"a": 2, "b": 2, "c": 1}))
+    assert learned is not None
+    assert learned.predicates == (Predicate(feature="region", op="in", value=["d", "e"]),)
+
+
+def test_no_numeric_predicate_is_glued_onto_a_set_that_separates_already() -> None:
+    pos = [{"region": r, "count": c} for r, c in (("x", 3), ("x", 5), ("y", 8), ("y", 2))]
+    neg = [{"region": r, "count": c} for r, c in (("z", 9), ("z", 4), ("w", 12))]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert [p.feature for p in learned.predicates] == ["region"]
+
+
+def test_a_value_seen_as_often_in_both_sets_stays_out_of_the_set() -> None:
+    pos = _runs({"a": 3, "b": 1})
+    neg = _runs({"b": 1, "c": 3})
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert learned.predicates == (Predicate(feature="region", op="==", value="a"),)
+
+
+def test_a_band_when_the_right_choice_lies_between_two_thresholds() -> None:
+    pos = [{"n": v} for v in (30, 45, 60, 80)]
+    neg = [{"n": v} for v in (5, 10, 15, 200, 300, 400)]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert learned.predicates == (
+        Predicate(feature="n", op=">", value=22),
+        Predicate(feature="n", op="<=", value=140),
+    )
+    assert Condition(predicates=learned.predicates).render() == "22 < n <= 140"
+
+
+def test_a_threshold_beats_a_band_when_one_end_separates_nothing() -> None:
+    learned = learn_condition([{"n": v} for v in (30, 45, 60)], [{"n": v} for v in (5, 10)])
+    assert learned is not None
+    assert learned.predicates == (Predicate(feature="n", op=">", value=20),)
+
+
+def test_a_conjunction_only_when_no_single_test_separates() -> None:
+    pos = [{"region": "eu", "n": 10}, {"region": "eu", "n": 20}, {"region": "us", "n": 15}]
+    neg = [{"region": "eu", "n": 90}, {"region": "ap", "n": 12}, {"region": "ap", "n": 14}]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert {p.feature for p in learned.predicates} == {"region", "n"}
+    assert learned.errors == 0
+    single = learn_condition(pos, neg, max_tests=1)
+    assert single is not None
+    assert {p.feature for p in single.predicates} == {"n"}  # a band is one test: 14 < n <= 55
+    assert single.errors == 1
+
+
+def test_one_noisy_run_in_twenty_does_not_earn_a_predicate() -> None:
+    pos = [{"region": "eu", "n": i} for i in range(12)]
+    neg = [{"region": "us", "n": i} for i in range(9)] + [{"region": "eu", "n": 50}]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert learned.predicates == (Predicate(feature="region", op="==", value="eu"),)
+    assert learned.covered_negative == 1
+
+
+def test_set_predicates_hold_on_their_values_only() -> None:
+    pred = Predicate(feature="region", op="in", value=["eu", "uk"])
+    assert holds(pred, {"region": "uk"})
+    assert not holds(pred, {"region": "us"})
+    assert not holds(pred, {})
+    assert holds(Predicate(feature="n", op="in", value=[1, 2]), {"n": 2.0})
+    assert not holds(Predicate(feature="b", op="in", value=[1]), {"b": True})
+
+
+@pytest.mark.parametrize("value", ["eu", [], [["nested"]], [{"a": 1}]])
+def test_in_needs_a_non_empty_list_of_scalars(value: object) -> None:
+    with pytest.raises(ValidationError):
+        Predicate(feature="region", op="in", value=value)  # type: ignore[arg-type]
+
+
+def test_set_predicates_are_hashable_and_render_as_sets() -> None:
+    pred = Predicate(feature="region", op="in", value=["eu", "uk"])
+    assert len({pred, Predicate(feature="region", op="in", value=["eu", "uk"])}) == 1
+    condition = Condition(predicates=(pred, Predicate(feature="ok", op="==", value=True)))
+    assert condition.render() == "region in {'eu', 'uk'} and ok == True"

@@ -162,3 +162,44 @@ def test_narrows() -> None:
     assert not narrows((gt,), (gt,))
     assert not narrows((gt,), (Predicate(feature="row_count", op=">", value=10),))
     assert not narrows((gt,), (Predicate(feature="utf8", op="==", value=True),))
+
+
+def _regional(region: str | list[str], *, tool: str = "bulk_import", avoid: str = "add_item") -> ExperienceTemplate:
+    op = "in" if isinstance(region, list) else "=="
+    t = _template().model_copy(
+        update={
+            "template_id": uuid.uuid4(),
+            "condition": Condition(predicates=(Predicate(feature="region", op=op, value=region),)),
+        }
+    )
+    return t.model_copy(
+        update={"recommended": ActionPattern(tool=tool, params={}), "avoid": ActionPattern(tool=avoid, params={})}
+    )
+
+
+def test_per_value_templates_recommending_one_action_merge_into_one_set() -> None:
+    result = merge_into_library([], [_regional("eu"), _regional("us"), _regional(["uk", "eu"])])
+    (merged,) = result.library
+    assert merged.condition.predicates == (Predicate(feature="region", op="in", value=["eu", "uk", "us"]),)
+    assert merged.condition.render() == "region in {'eu', 'uk', 'us'}"
+    assert merged.support.successes == 6
+
+
+def test_a_value_the_opposite_template_claims_is_not_united_in() -> None:
+    opposite = _regional("ap", tool="add_item", avoid="bulk_import")
+    result = merge_into_library([_regional("eu"), opposite], [_regional("ap")])
+    assert len(result.new) == 1
+    assert result.library[0].condition.predicates == (Predicate(feature="region", op="==", value="eu"),)
+
+
+def test_booleans_and_other_features_do_not_unite() -> None:
+    yes = _template(extra=(Predicate(feature="utf8", op="==", value=True),))
+    no = _template(extra=(Predicate(feature="utf8", op="==", value=False),))
+    assert len(merge_into_library([], [yes, no]).library) == 2
+    assert len(merge_into_library([], [_regional("eu"), _template()]).library) == 2
+
+
+def test_a_smaller_set_narrows_a_larger_one() -> None:
+    wide = Predicate(feature="region", op="in", value=["eu", "uk"])
+    assert narrows((wide,), (Predicate(feature="region", op="==", value="eu"),))
+    assert not narrows((wide,), (Predicate(feature="region", op="in", value=["uk", "eu"]),))
