@@ -69,34 +69,51 @@ class SqliteWriteLock:
     growing sleeps (1, 2, 5, 10 ... ms), which wastes most of each wait once writes are frequent.
     Here writers wait in the kernel on a lock file beside the database and wake as soon as it is
     free. BEGIN IMMEDIATE stays as the safety net for writers that do not take this lock.
+
+    The lock is re-entrant within a thread, so a caller may take it (e.g. only if it is free right
+    now, :meth:`acquire` with ``blocking=False``) and then open a write transaction under it.
     """
 
     def __init__(self, database_path: str | None) -> None:
         self._path = f"{database_path}.write-lock" if database_path and database_path != ":memory:" else None
-        self._threads = threading.Lock()
+        self._threads = threading.RLock()
+        self._depth = 0  # only the thread holding _threads reads or writes it
         self._fd: int | None = None
         self._pid = 0
 
-    def __enter__(self) -> None:
-        self._threads.acquire()
-        if self._path is None:
-            return
-        try:
-            if self._fd is None or self._pid != os.getpid():
-                # A forked child must not share the parent's open file (flock is per open file).
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-                self._pid = os.getpid()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-        except BaseException:
-            self._threads.release()
-            raise
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock; with ``blocking=False`` return False at once if another writer has it."""
+        if not self._threads.acquire(blocking=blocking):
+            return False
+        if self._depth == 0 and self._path is not None:
+            try:
+                if self._fd is None or self._pid != os.getpid():
+                    # A forked child must not share the parent's open file (flock is per open file).
+                    self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+                    self._pid = os.getpid()
+                fcntl.flock(self._fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._threads.release()
+                return False
+            except BaseException:
+                self._threads.release()
+                raise
+        self._depth += 1
+        return True
 
-    def __exit__(self, *_: object) -> None:
+    def release(self) -> None:
+        self._depth -= 1
         try:
-            if self._path is not None and self._fd is not None:
+            if self._depth == 0 and self._path is not None and self._fd is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         finally:
             self._threads.release()
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
 
 
 class Database:
@@ -107,9 +124,8 @@ class Database:
         self.engine = make_engine(url, **engine_kwargs)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._readers = sessionmaker(self.engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
-        self._write_lock: AbstractContextManager[object] = (
-            SqliteWriteLock(self.engine.url.database) if self.dialect == "sqlite" else nullcontext()
-        )
+        self._sqlite_lock = SqliteWriteLock(self.engine.url.database) if self.dialect == "sqlite" else None
+        self._write_lock: AbstractContextManager[object] = self._sqlite_lock or nullcontext()
 
     @property
     def dialect(self) -> str:
@@ -120,6 +136,25 @@ class Database:
         """Commit on success, roll back on any error."""
         with self._write_lock, self._sessions.begin() as session:
             yield session
+
+    @contextmanager
+    def writes_if_free(self) -> Iterator[bool]:
+        """Hold the SQLite write lock if no other writer has it right now (True), without waiting.
+
+        A caller on an event loop runs a short write inline when this yields True and hands it to a
+        thread when False, so the loop never waits for another writer. Always True on Postgres
+        (its writers take row locks instead).
+        """
+        if self._sqlite_lock is None:
+            yield True
+            return
+        if not self._sqlite_lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._sqlite_lock.release()
 
     @contextmanager
     def read(self) -> Iterator[Session]:

@@ -78,11 +78,17 @@ class Toolbox:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_STORE_THREADS)
 
     async def capture(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run a trajectory write where it is cheapest for this database (see ``__post_init__``)."""
-        if not self._capture_inline:
-            return await self.call(fn, *args, **kwargs)
-        with tool_errors():
-            return fn(*args, **kwargs)
+        """Run a trajectory write where it is cheapest for this database (see ``__post_init__``).
+
+        On SQLite it runs inline only while no other writer holds the lock: the event loop never
+        waits for a writer (a worker's learn transaction, the other replica); then a thread waits.
+        """
+        if self._capture_inline:
+            with self.services.db.writes_if_free() as free:
+                if free:
+                    with tool_errors():
+                        return fn(*args, **kwargs)
+        return await self.call(fn, *args, **kwargs)
 
     def tool(self, description: str | None = None) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
         """Register an async tool (named after the function), timed and counted once per call."""
