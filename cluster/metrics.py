@@ -109,6 +109,28 @@ class _QueueGauges:
         )
 
 
+class _SharedFiles:
+    """Every process's metric files, described as this process describes its metrics.
+
+    The files hold values only: a metric no process has counted yet would be missing from the
+    scrape, and every help text would read "Multiprocess metric".
+    """
+
+    def __init__(self, directory: Path, local: CollectorRegistry) -> None:
+        self._files = MultiProcessCollector(None, path=str(directory))  # type: ignore[no-untyped-call]
+        self._local = local
+
+    def collect(self) -> Iterator[Metric]:
+        described = {metric.name: metric for metric in self._local.collect()}
+        for metric in self._files.collect():  # type: ignore[no-untyped-call]
+            own = described.pop(metric.name, None)
+            if own is not None:
+                metric.documentation = own.documentation
+            yield metric
+        for own in described.values():
+            yield Metric(own.name, own.documentation, own.type)
+
+
 class Metrics:
     """The service's metrics; counted by whichever process does the work.
 
@@ -157,7 +179,7 @@ class Metrics:
             # The files hold every process's counters (this one's included); the registry above
             # only routes this process's increments into them.
             self._scrape = CollectorRegistry()
-            MultiProcessCollector(self._scrape, path=str(self.shared))  # type: ignore[no-untyped-call]
+            self._scrape.register(_SharedFiles(self.shared, r))
             self._scrape.register(self._queue)
 
     # ------------------------------------------------------------------------------- the MCP tools

@@ -109,3 +109,11 @@ def test_counts_a_component_keeps_are_added_once() -> None:
     metrics.sync()
     hits[0] = 2
     assert sample(metrics.render().decode(), "hindsight_memory_cache_hits_total") == 5
+
+
+def test_a_metric_no_process_counted_yet_is_described(tmp_path: Path) -> None:
+    directory = tmp_path / "metrics"
+    reset_metrics_dir(directory)
+    text = Metrics(shared=directory).render().decode()
+    assert "# HELP hindsight_tool_calls_total MCP tool calls" in text
+    assert "# TYPE hindsight_attribution_failures_total counter" in text
