@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import ray
@@ -35,14 +36,19 @@ class AttributionWorker:
     async def run(self) -> int:
         """Drain the queue until :meth:`stop`; returns how many trajectories this worker analysed."""
         self._running = True
+        metrics = self._services.metrics
         while self._running:
+            start = time.perf_counter()
             try:
                 report = await asyncio.to_thread(self._analysis.run_once)
             except Exception:
                 # One bad batch must not stop the worker; its lease expires and it is retried.
                 logger.exception("attribution batch failed")
+                metrics.observe_batch_failure()
                 await asyncio.sleep(self._poll * 10)
                 continue
+            # Counted here, in the worker's process: the shared metric files carry it to any replica.
+            metrics.observe_batch(time.perf_counter() - start, report.trajectories, report.templates)
             self.analysed += report.trajectories
             if report.trajectories == 0:
                 await asyncio.sleep(self._poll)
@@ -51,6 +57,10 @@ class AttributionWorker:
     async def stop(self) -> int:
         self._running = False
         return self.analysed
+
+    def ready(self) -> bool:
+        """Answers once the constructor has opened the stores (a failed one raises instead)."""
+        return True
 
 
 @ray.remote(max_restarts=-1, num_cpus=0)
@@ -74,17 +84,34 @@ class MaintenanceWorker:
     async def stop(self) -> None:
         self._running = False
 
+    def ready(self) -> bool:
+        """Answers once the constructor has opened the stores (a failed one raises instead)."""
+        return True
 
-def start_maintenance(settings: Settings, config: MaintenanceConfig) -> Any:
-    worker = MaintenanceWorker.remote(settings, config)  # type: ignore[attr-defined]
+
+def _options(env: dict[str, str] | None, **options: Any) -> dict[str, Any]:
+    if env:
+        # E.g. the shared metrics directory: read when the worker's process starts, so it cannot be
+        # an argument of the actor.
+        options["runtime_env"] = {"env_vars": env}
+    return options
+
+
+def start_maintenance(settings: Settings, config: MaintenanceConfig, env: dict[str, str] | None = None) -> Any:
+    worker = MaintenanceWorker.options(**_options(env)).remote(settings, config)  # type: ignore[attr-defined]
     worker.run.remote()
     return worker
 
 
-def start_pool(settings: Settings, config: AttributionConfig) -> list[Any]:
-    """Start ``config.workers`` workers, each already looping; keep the handles to stop them."""
+def start_pool(settings: Settings, config: AttributionConfig, env: dict[str, str] | None = None) -> list[Any]:
+    """Start ``config.workers`` workers, each already looping; keep the handles to stop them.
+
+    ``env`` is the workers' environment on top of Ray's (see :func:`cluster.metrics.reset_metrics_dir`).
+    """
     workers = [
-        AttributionWorker.options(num_cpus=config.num_cpus).remote(settings, config)  # type: ignore[attr-defined]
+        AttributionWorker.options(**_options(env, num_cpus=config.num_cpus)).remote(  # type: ignore[attr-defined]
+            settings, config
+        )
         for _ in range(config.workers)
     ]
     for worker in workers:
@@ -92,16 +119,40 @@ def start_pool(settings: Settings, config: AttributionConfig) -> list[Any]:
     return workers
 
 
-def start_background(settings: Settings, config: ServeConfig) -> list[Any]:
+def start_background(settings: Settings, config: ServeConfig, env: dict[str, str] | None = None) -> list[Any]:
     """Everything that runs beside the MCP endpoint: the attribution pool and memory maintenance."""
-    workers = start_pool(settings, config.attribution)
+    workers = start_pool(settings, config.attribution, env)
     if config.maintenance.enabled:
-        workers.append(start_maintenance(settings, config.maintenance))
+        workers.append(start_maintenance(settings, config.maintenance, env))
     return workers
 
 
-def stop_pool(workers: list[Any], timeout_s: float = 30.0) -> None:
+def wait_ready(workers: list[Any], timeout_s: float) -> None:
+    """Return once every worker is constructed.
+
+    Raises:
+        ray.exceptions.RayActorError: a constructor failed (e.g. a store cannot be opened).
+        ray.exceptions.GetTimeoutError: a worker did not start in ``timeout_s`` (e.g. it asks for
+            more CPUs than any node has, so Ray never places it).
+    """
     if workers:
+        ray.get([w.ready.remote() for w in workers], timeout=timeout_s)
+
+
+def stop_pool(workers: list[Any], timeout_s: float = 30.0) -> None:
+    """Ask every worker to finish its batch, then end the actors; a worker that does not answer is ended anyway."""
+    if not workers:
+        return
+    try:
         ray.get([w.stop.remote() for w in workers], timeout=timeout_s)
-        for worker in workers:
-            ray.kill(worker)
+    except ray.exceptions.RayError:
+        # A worker that died or hangs cannot answer; it is ended below all the same.
+        logger.warning("attribution workers did not stop cleanly; ending them")
+    finally:
+        kill_pool(workers)
+
+
+def kill_pool(workers: list[Any]) -> None:
+    """End the actors at once: for workers that may never have started, which cannot be asked to stop."""
+    for worker in workers:
+        ray.kill(worker)

@@ -75,10 +75,14 @@ def serve(
     serve_config = load_serve_config(config)
     if port is not None:
         serve_config = serve_config.model_copy(update={"http": serve_config.http.model_copy(update={"port": port})})
+    # start_service cleans up after itself if it fails or is signalled; from here on, so do we,
+    # including a SIGTERM that arrives before the handlers below are installed (Ray's exits).
     running = start_service(load_settings(), serve_config)
-    _until_signalled()
-    logging.getLogger(__name__).info("shutting down")
-    running.stop()
+    try:
+        _until_signalled()
+        logging.getLogger(__name__).info("shutting down")
+    finally:
+        running.stop()
 
 
 @app.command()
@@ -95,9 +99,11 @@ def workers(
     serve_config = load_serve_config(config)
     ensure_ray(settings)
     pool = start_background(settings, serve_config)
-    logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
-    _until_signalled()
-    stop_pool(pool)
+    try:
+        logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
+        _until_signalled()
+    finally:
+        stop_pool(pool)
 
 
 @app.command()

@@ -1,16 +1,145 @@
-"""Prometheus metrics of one process. Each service instance owns its registry, so tests can run many."""
+"""Prometheus metrics of the whole service, whichever process counts and whichever replica is scraped.
+
+A deployed service is several processes: two or more Serve replicas (behind HAProxy a scrape reaches
+one of them) and the attribution workers. Counters and histograms therefore use prometheus-client's
+multiprocess mode: every process writes its values to memory-mapped files in one shared directory, and
+a scrape of any replica sums the files of all of them (see docs/service.md for the measurements behind
+this choice). The runner points ``PROMETHEUS_MULTIPROC_DIR`` of the replicas and workers at
+:func:`metrics_dir` and empties it at each start (:func:`reset_metrics_dir`).
+
+Gauges are not kept in files: queue depth and lag are read from SQL when a scrape asks, which is
+correct across processes because the SQL store is shared. A process without the shared directory (the
+stdio server, in-process tests, ``serve run`` without the variable) reports its own counts, as before.
+
+Each :class:`Metrics` owns its registry, so one test process can build many services.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextvars
+import functools
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+# prometheus-client's own switch. It is read when the library is imported, so it must be in a
+# process's environment when the process starts: it travels as a Ray runtime environment variable.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# The tool call a coroutine is inside of: a tool that delegates to another tool is counted once.
+_current_tool: contextvars.ContextVar[str | None] = contextvars.ContextVar("hindsight_tool", default=None)
+
+
+def metrics_dir(data_dir: Path) -> Path:
+    """Where the processes of the service on ``data_dir`` write their metric files."""
+    return data_dir / "metrics"
+
+
+def reset_metrics_dir(directory: Path) -> dict[str, str]:
+    """Empty ``directory`` for a new run and return the environment its processes need.
+
+    Called once per service start, before any replica or worker exists: files of an earlier run's
+    processes would otherwise be summed into this run's counters.
+    """
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return {MULTIPROC_ENV: str(directory)}
+
+
+def shared_dir() -> Path | None:
+    """The directory this process shares its metrics through, or ``None`` if it keeps them alone.
+
+    prometheus-client chooses its value store when it is imported; the environment variable alone
+    does not say which one this process got.
+    """
+    if not getattr(values.ValueClass, "_multiprocess", False):
+        return None
+    directory = os.environ.get(MULTIPROC_ENV)
+    return Path(directory) if directory else None
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The attribution queue as SQL sees it at scrape time."""
+
+    depth: int
+    lag_seconds: float
+
+
+class _QueueGauges:
+    """A collector that reads the queue at each scrape instead of holding gauges in files."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], QueueState] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.read is None:
+            return
+        try:
+            state = self.read()
+        except Exception:
+            # A store that is down must not fail the whole scrape; /health reports it.
+            logger.exception("cannot read the attribution queue for /metrics")
+            return
+        yield GaugeMetricFamily(
+            "hindsight_attribution_queue_depth", "Finalized trajectories awaiting analysis", value=state.depth
+        )
+        yield GaugeMetricFamily(
+            "hindsight_attribution_lag_seconds",
+            "Age of the oldest trajectory awaiting analysis",
+            value=state.lag_seconds,
+        )
+
+
+class _SharedFiles:
+    """Every process's metric files, described as this process describes its metrics.
+
+    The files hold values only: a metric no process has counted yet would be missing from the
+    scrape, and every help text would read "Multiprocess metric".
+    """
+
+    def __init__(self, directory: Path, local: CollectorRegistry) -> None:
+        self._files = MultiProcessCollector(None, path=str(directory))  # type: ignore[no-untyped-call]
+        self._local = local
+
+    def collect(self) -> Iterator[Metric]:
+        described = {metric.name: metric for metric in self._local.collect()}
+        for metric in self._files.collect():  # type: ignore[no-untyped-call]
+            own = described.pop(metric.name, None)
+            if own is not None:
+                metric.documentation = own.documentation
+            yield metric
+        for own in described.values():
+            yield Metric(own.name, own.documentation, own.type)
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """The service's metrics; counted by whichever process does the work.
+
+    Args:
+        shared: the directory the service's processes share; default: this process's
+            :func:`shared_dir`.
+    """
+
+    def __init__(self, shared: Path | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.tool_calls = Counter("hindsight_tool_calls", "MCP tool calls", ["tool", "outcome"], registry=r)
@@ -27,27 +156,122 @@ class Metrics:
             registry=r,
         )
         self.experience_queries = Counter("hindsight_experience_queries", "query_experience calls", ["hit"], registry=r)
-        self.templates_learned = Counter("hindsight_templates_learned", "Templates created or merged", registry=r)
+        self.cache_hits = Counter("hindsight_memory_cache_hits", "Memory query cache hits", registry=r)
+        self.cache_misses = Counter("hindsight_memory_cache_misses", "Memory query cache misses", registry=r)
+        self.templates_learned = Counter(
+            "hindsight_templates_learned", "Templates created or merged by attribution", registry=r
+        )
         self.trajectories_analysed = Counter("hindsight_trajectories_analysed", "Trajectories attributed", registry=r)
-        self.queue_depth = Gauge(
-            "hindsight_attribution_queue_depth", "Finalized trajectories awaiting analysis", registry=r
+        self.batch_duration = Histogram(
+            "hindsight_attribution_batch_seconds",
+            "Duration of an attribution batch that claimed at least one trajectory",
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
-        self.queue_lag = Gauge(
-            "hindsight_attribution_lag_seconds", "Age of the oldest trajectory awaiting analysis", registry=r
-        )
-        self.cache_hits = Gauge("hindsight_memory_cache_hits", "Memory query cache hits", registry=r)
-        self.cache_misses = Gauge("hindsight_memory_cache_misses", "Memory query cache misses", registry=r)
-        self._refreshers: list[Callable[[], None]] = []
+        self.batch_failures = Counter("hindsight_attribution_failures", "Attribution batches that raised", registry=r)
+        self._queue = _QueueGauges()
+        self._syncs: list[Callable[[], None]] = []
+        self.shared = shared if shared is not None else shared_dir()
+        if self.shared is None:
+            r.register(self._queue)
+            self._scrape = r
+        else:
+            # The files hold every process's counters (this one's included); the registry above
+            # only routes this process's increments into them.
+            self._scrape = CollectorRegistry()
+            self._scrape.register(_SharedFiles(self.shared, r))
+            self._scrape.register(self._queue)
+
+    # ------------------------------------------------------------------------------- the MCP tools
 
     def observe_tool(self, tool: str, seconds: float, ok: bool) -> None:
+        """Count one tool call and its latency."""
         self.tool_calls.labels(tool, "ok" if ok else "error").inc()
         self.tool_latency.labels(tool).observe(seconds)
+        self.sync()
 
-    def on_scrape(self, refresh: Callable[[], None]) -> None:
-        """Register a callback that updates gauges (queue depth, cache counters) right before a scrape."""
-        self._refreshers.append(refresh)
+    def timed(self, tool: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+        """Decorate an MCP tool: count its calls, outcome and latency.
+
+        A tool that awaits another decorated tool (``record_trajectory_node`` delegating to
+        ``record_trajectory_nodes``) is counted once, under the name the caller called.
+        """
+
+        def wrap(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+            @functools.wraps(fn)
+            async def inner(*args: P.args, **kwargs: P.kwargs) -> R:
+                if _current_tool.get() is not None:
+                    return await fn(*args, **kwargs)
+                token = _current_tool.set(tool)
+                start = time.perf_counter()
+                ok = False
+                try:
+                    result = await fn(*args, **kwargs)
+                    ok = True
+                    return result
+                finally:
+                    _current_tool.reset(token)
+                    self.observe_tool(tool, time.perf_counter() - start, ok)
+
+            return inner
+
+        return wrap
+
+    # --------------------------------------------------------------------------- attribution workers
+
+    def observe_batch(self, seconds: float, trajectories: int, templates: int) -> None:
+        """Count one attribution batch; an empty poll of the queue is not a batch."""
+        if trajectories == 0:
+            return
+        self.batch_duration.observe(seconds)
+        self.trajectories_analysed.inc(trajectories)
+        self.templates_learned.inc(templates)
+
+    def observe_batch_failure(self) -> None:
+        """Count an attribution batch that raised (its lease expires and it is retried)."""
+        self.batch_failures.inc()
+
+    # ---------------------------------------------------------------------------------- the scrape
+
+    def watch_queue(self, read: Callable[[], QueueState]) -> None:
+        """Read the attribution queue with ``read`` at every scrape (one reader per service)."""
+        self._queue.read = read
+
+    def on_sync(self, sync: Callable[[], None]) -> None:
+        """Run ``sync`` after every tool call and before a scrape.
+
+        For counts a component keeps itself (the memory cache's hits and misses): ``sync`` adds
+        what changed to the shared counters, so a scrape of another replica sees them too.
+        """
+        self._syncs.append(sync)
+
+    def sync(self) -> None:
+        """Fold every component's own counts into the shared counters now."""
+        for sync in self._syncs:
+            sync()
 
     def render(self) -> bytes:
-        for refresh in self._refreshers:
-            refresh()
-        return generate_latest(self.registry)
+        """The Prometheus text of the whole service (or of this process when it shares nothing)."""
+        self.sync()
+        return generate_latest(self._scrape)
+
+
+class CounterFold:
+    """Adds the growth of a plain ``int`` another component counts to a Prometheus counter.
+
+    Thread-safe: tools call it on the event loop, scrapes from a worker thread.
+    """
+
+    def __init__(self, counter: Counter, read: Callable[[], int]) -> None:
+        self._counter = counter
+        self._read = read
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            now = self._read()
+            if now > self._seen:
+                self._counter.inc(now - self._seen)
+            # A component that resets its count (a cleared cache) starts a new run from zero.
+            self._seen = now

@@ -6,20 +6,31 @@ thing.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
+import signal
+import socket
 import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import anyio
+import httpx
 import ray
 from ray import serve
 
-from actors.pool import start_background, stop_pool
+from actors.pool import kill_pool, start_background, stop_pool, wait_ready
+from cluster.core.errors import HindsightError
 from cluster.experience.repository import SqlExperienceStore
+from cluster.metrics import metrics_dir, reset_metrics_dir
 from cluster.serve_app import build_app, ingress_env
-from cluster.serve_config import ServeConfig
+from cluster.serve_config import HttpConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
@@ -51,6 +62,14 @@ def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool =
     ray.init(num_cpus=num_cpus, _temp_dir=os.path.join(temp_dir, "ray"), **options)
 
 
+class StartFailed(HindsightError):
+    """The service did not start; everything the attempt had started is stopped again."""
+
+
+class PortInUse(StartFailed):
+    """The HTTP port is taken by a process other than this Ray instance's Serve."""
+
+
 @dataclass
 class RunningService:
     settings: Settings
@@ -58,6 +77,7 @@ class RunningService:
     url: str
     workers: list[Any] = field(default_factory=list)
     milvus_server: MilvusLiteServer | None = None
+    metrics_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def mcp_url(self) -> str:
@@ -65,7 +85,7 @@ class RunningService:
 
     def start_workers(self) -> None:
         if not self.workers:
-            self.workers = start_background(self.settings, self.config)
+            self.workers = start_background(self.settings, self.config, self.metrics_env)
 
     def stop_workers(self) -> None:
         stop_pool(self.workers)
@@ -73,10 +93,12 @@ class RunningService:
 
     def stop(self) -> None:
         """Stop the pool and the Serve app; Ray itself stays up for whoever started it."""
-        self.stop_workers()
-        serve.delete(APP_NAME)
-        if self.milvus_server is not None:
-            self.milvus_server.stop()
+        try:
+            self.stop_workers()
+            serve.delete(APP_NAME)
+        finally:
+            if self.milvus_server is not None:
+                self.milvus_server.stop()
 
 
 async def wait_until_analysed(db: Database, timeout_s: float = 300) -> None:
@@ -92,33 +114,166 @@ async def wait_until_analysed(db: Database, timeout_s: float = 300) -> None:
             await anyio.sleep(0.1)
 
 
-def start_service(settings: Settings, config: ServeConfig, *, quiet: bool = False) -> RunningService:
+def start_service(
+    settings: Settings, config: ServeConfig, *, quiet: bool = False, start_timeout_s: float = 120.0
+) -> RunningService:
     """Migrate the SQL store, deploy the MCP app and start the attribution workers.
 
-    Stops what it started if any step fails, so a failed start leaves no engine behind.
+    Returns once ``/health`` answers 200 on the port and every worker is constructed. If any step
+    fails, or SIGTERM/SIGINT arrives meanwhile, what this call started is stopped again (workers,
+    the Serve app, Serve itself with its HAProxy if this call started it, the Milvus Lite server)
+    and the error propagates; Ray stays up, as after :meth:`RunningService.stop`.
+
+    Raises:
+        PortInUse: another process listens on the port, or this Ray instance's Serve listens on
+            a different one (Serve keeps its port until ``serve.shutdown()``).
+        StartFailed: ``/health`` did not answer 200 or a worker did not start within
+            ``start_timeout_s``.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.sql_url())
-    milvus_server = None
-    if is_lite_target(settings.milvus_target()):
-        # This process owns the Lite file and serves it; replicas and workers connect by URI.
-        milvus_server = MilvusLiteServer(settings.milvus_target())
-        settings = settings.model_copy(update={"milvus_uri": milvus_server.start()})
-    running = RunningService(
-        settings, config, f"http://{config.http.host}:{config.http.port}", milvus_server=milvus_server
-    )
-    try:
+    with _exit_on_sigterm(), contextlib.ExitStack() as undo:
+        # Each step registers its undo as soon as it has started; success pops them all.
         ensure_ray(settings, quiet=quiet)
+        serve_starts = _check_port(config.http)
+        milvus_server = None
+        if is_lite_target(settings.milvus_target()):
+            # This process owns the Lite file and serves it; replicas and workers connect by URI.
+            milvus_server = MilvusLiteServer(settings.milvus_target())
+            undo.callback(_quietly, "stop Milvus Lite", milvus_server.stop)
+            settings = settings.model_copy(update={"milvus_uri": milvus_server.start()})
+        metrics_env = reset_metrics_dir(metrics_dir(settings.data_dir))
+        running = RunningService(
+            settings,
+            config,
+            f"http://{config.http.host}:{config.http.port}",
+            milvus_server=milvus_server,
+            metrics_env=metrics_env,
+        )
         env = ingress_env(config.http)
+        if serve_starts:
+            undo.callback(_quietly, "shut Serve down", serve.shutdown)
         serve.start(
             http_options={"host": config.http.host, "port": config.http.port},
             controller_options={"runtime_env": {"env_vars": env}} if env else None,
         )
-        serve.run(build_app(settings, config.ingress, env), name=APP_NAME, route_prefix="/")
+        # Before serve.run: a run interrupted half way leaves an application deploying.
+        undo.callback(_quietly, "delete the Serve app", serve.delete, APP_NAME)
+        serve.run(build_app(settings, config.ingress, env | metrics_env), name=APP_NAME, route_prefix="/")
+        undo.callback(_quietly, "end the workers", lambda: kill_pool(running.workers))
         running.start_workers()
-    except BaseException:
-        if milvus_server is not None:
-            milvus_server.stop()
-        raise
+        deadline = time.monotonic() + start_timeout_s
+        wait_healthy(running.url, start_timeout_s)
+        try:
+            wait_ready(running.workers, max(deadline - time.monotonic(), 0.1))
+        except ray.exceptions.GetTimeoutError as exc:
+            raise StartFailed(
+                f"the attribution workers did not start in {start_timeout_s:.0f}s "
+                f"(do the nodes have {config.attribution.num_cpus} CPUs free per worker?)"
+            ) from exc
+        except ray.exceptions.RayActorError as exc:
+            raise StartFailed(f"an attribution worker failed to start: {exc}") from exc
+        undo.pop_all()
     logger.info("hindsight is serving MCP at %s", running.mcp_url)
     return running
+
+
+def _quietly(what: str, fn: Callable[..., object], *args: object) -> None:
+    """Run one undo step; a failing step is logged and the others still run, so the start's own
+    error is the one that propagates."""
+    try:
+        fn(*args)
+    except Exception:
+        logger.exception("after a failed start, could not %s", what)
+
+
+def _raise_exit(signum: int, _: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit`` while the service starts, so the start's cleanup runs.
+
+    The default action would end the process at once and leave the Serve app deployed on a Ray
+    cluster this process does not own. Ray's driver does the same once ``ray.init`` ran.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _raise_exit)
+    try:
+        yield
+    finally:
+        # Leave a handler somebody installed meanwhile (ray.init does) in place.
+        if signal.getsignal(signal.SIGTERM) is _raise_exit and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _serve_port() -> int | None:
+    """The HTTP port of this Ray instance's Serve, or ``None`` if Serve is not running."""
+    # Serve has no public getter for its HTTP options; its controller client holds them.
+    from ray.serve.context import _get_global_client
+
+    client = _get_global_client(raise_if_no_controller_running=False)
+    return None if client is None else int(client.http_config.port)
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether a process listens on ``host:port`` (binding it fails)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Not SO_REUSEPORT: HAProxy sets it, and so would share the port instead of failing.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def _check_port(http: HttpConfig) -> bool:
+    """Whether Serve still has to start on ``http.port``; raises :class:`PortInUse` if it cannot.
+
+    Without this check Serve would keep retrying to bind a port a stale process holds, and a
+    start on a second port would silently be served on the first.
+    """
+    serving = _serve_port()
+    if serving is not None:
+        if serving != http.port:
+            raise PortInUse(
+                f"Serve in this Ray instance already listens on port {serving} and keeps it until "
+                f"serve.shutdown(); it cannot serve port {http.port}"
+            )
+        return False
+    if port_taken(http.host, http.port):
+        raise PortInUse(
+            f"{http.host}:{http.port} is already in use by another process (a stale hindsight or its "
+            f"HAProxy?); stop it or choose another port"
+        )
+    return True
+
+
+def wait_healthy(url: str, timeout_s: float) -> None:
+    """Poll ``url/health`` until it answers 200.
+
+    Raises:
+        StartFailed: no 200 within ``timeout_s``; the message has the last answer.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    with httpx.Client(timeout=5.0) as http:
+        while True:
+            try:
+                response = http.get(f"{url}/health")
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return
+                last = f"{response.status_code} {response.text[:200]}"
+            if time.monotonic() >= deadline:
+                raise StartFailed(f"{url}/health did not answer 200 in {timeout_s:.0f}s; last: {last}")
+            time.sleep(0.1)

@@ -15,7 +15,7 @@ from cluster.experience.service import ExperienceService
 from cluster.memory.index import COLLECTION, MilvusMemoryIndex
 from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
 from cluster.memory.service import MemoryService
-from cluster.metrics import Metrics
+from cluster.metrics import CounterFold, Metrics, QueueState
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
@@ -35,6 +35,18 @@ class Services:
     memory: MemoryService
     milvus: Any
     metrics: Metrics = field(default_factory=Metrics)
+    _cache_folds: tuple[CounterFold, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        # The metrics read the queue from SQL at scrape time, and take the cache's own counts after
+        # each tool call, so that a scrape of any replica includes this one's.
+        cache = self.memory.cache
+        self._cache_folds = (
+            CounterFold(self.metrics.cache_hits, lambda: cache.hits),
+            CounterFold(self.metrics.cache_misses, lambda: cache.misses),
+        )
+        self.metrics.watch_queue(self.queue_state)
+        self.metrics.on_sync(self.refresh_cache_metrics)
 
     def health(self) -> dict[str, bool]:
         """Readiness of every store this process depends on."""
@@ -47,19 +59,21 @@ class Services:
             return False
         return True
 
-    def refresh_cache_metrics(self) -> None:
-        self.metrics.cache_hits.set(self.memory.cache.hits)
-        self.metrics.cache_misses.set(self.memory.cache.misses)
-
-    def refresh_queue_metrics(self) -> None:
-        with self.db.transaction() as session:
+    def queue_state(self) -> QueueState:
+        """The attribution queue for ``/metrics``: read from SQL, so every replica reports the same."""
+        with self.db.read() as session:
             store = SqlTrajectoryStore(session)
             depth = store.queue_depth()
             oldest = store.oldest_pending_at()
-        self.metrics.queue_depth.set(depth)
         if oldest is not None and oldest.tzinfo is None:
             oldest = oldest.replace(tzinfo=UTC)
-        self.metrics.queue_lag.set((datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0)
+        lag = (datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0
+        return QueueState(depth=depth, lag_seconds=max(lag, 0.0))
+
+    def refresh_cache_metrics(self) -> None:
+        """Fold this process's memory cache hits and misses into the shared counters."""
+        for fold in self._cache_folds:
+            fold()
 
     def close(self) -> None:
         self.milvus.close()
@@ -90,8 +104,6 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
         memory=build_memory_service(settings, database=db, embedder=embedder, milvus=milvus),
         milvus=milvus,
     )
-    services.metrics.on_scrape(services.refresh_queue_metrics)
-    services.metrics.on_scrape(services.refresh_cache_metrics)
     return services
 
 

@@ -9,7 +9,6 @@ plumbing. Errors raise: a hindsight error becomes a ``ToolError`` whose message 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,20 +93,7 @@ class Toolbox:
         """Register an async tool (named after the function), timed and counted once per call."""
 
         def register(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-            name = fn.__name__
-            metrics = self.services.metrics
-
-            @functools.wraps(fn)
-            async def timed(*args: P.args, **kwargs: P.kwargs) -> R:
-                start = time.perf_counter()
-                ok = False
-                try:
-                    result = await fn(*args, **kwargs)
-                    ok = True
-                    return result
-                finally:
-                    metrics.observe_tool(name, time.perf_counter() - start, ok)
-
+            timed = self.services.metrics.timed(fn.__name__)(fn)
             self.server.tool(description=description)(timed)
             return timed
 

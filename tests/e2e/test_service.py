@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import psutil
 import pytest
@@ -18,13 +20,15 @@ from ray import serve
 from sqlalchemy import select
 
 from cluster.client import http_client
+from cluster.metrics import MULTIPROC_ENV
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, IngressConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.tables import TrajectoryRow
-from tests.e2e.loop import check_served_and_feedback, query, record_lessons, send
+from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons, send
+from tests.e2e.test_metrics import sample
 from tests.unit.engine.builders import bulk_vs_single_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ray, pytest.mark.slow]
@@ -158,6 +162,82 @@ async def test_each_ingress_serves_two_replicas(ray_session: None, settings: Set
         statuses = session.scalars(select(TrajectoryRow.status).where(TrajectoryRow.trajectory_id.in_(ids))).all()
     db.dispose()
     assert statuses == ["finalized"] * 4
+
+
+def replica_urls(service: RunningService) -> list[str]:
+    """The URLs of the replicas' own HTTP servers (Serve's direct ingress, behind HAProxy).
+
+    Replicas are the Serve processes whose environment names this service's metrics directory.
+    """
+    directory = service.metrics_env[MULTIPROC_ENV]
+    urls = []
+    for process in psutil.process_iter():
+        try:
+            if "ServeReplica" not in " ".join(process.cmdline()) or process.environ().get(MULTIPROC_ENV) != directory:
+                continue
+            ports = [c.laddr.port for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for port in ports:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    urls.append(f"http://127.0.0.1:{port}")
+            except httpx.HTTPError:
+                continue  # one of the replica's Ray (gRPC) ports
+    return sorted(urls)
+
+
+async def scrape(url: str) -> str:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(f"{url}/metrics")
+    assert response.status_code == 200
+    return response.text
+
+
+async def test_any_scrape_counts_every_replica_and_worker(
+    ray_session: None, settings: Settings, serve_port: int
+) -> None:
+    service = start_service(
+        settings,
+        ServeConfig(
+            http=HttpConfig(port=serve_port),
+            ingress=IngressConfig(num_replicas=2),
+            attribution=AttributionConfig(workers=1, poll_interval_s=0.05),
+        ),
+    )
+    try:
+        replicas = replica_urls(service)
+        assert len(replicas) == 2
+        # Each replica does its share of the work, addressed on its own port so none is left idle.
+        writes = 0
+        for url in replicas:
+            async with http_client(f"{url}/mcp/", "token-alice") as alice:
+                for _ in range(3):
+                    value = f"note {uuid.uuid4()}"
+                    await call(alice, "memory_write", {"key": f"k{writes}", "value": value})
+                    writes += 1
+        async with http_client(f"{replicas[0]}/mcp/", "token-alice") as alice:
+            for _ in range(2):  # the first misses the cache, the second hits it
+                await call(alice, "memory_query", {"query": "note"})
+        async with http_client(f"{replicas[1]}/mcp/", "token-alice") as alice:
+            await send(alice, bulk_vs_single_runs()[0])
+        for url in [service.url, *replicas]:
+            text = await scrape(url)
+            assert sample(text, "hindsight_tool_calls_total", tool="memory_write", outcome="ok") == writes
+            assert sample(text, "hindsight_memory_writes_total") == writes
+            assert sample(text, "hindsight_tool_calls_total", tool="finalize_trajectory", outcome="ok") == 1
+            assert sample(text, "hindsight_memory_cache_misses_total") == 1
+            assert sample(text, "hindsight_memory_cache_hits_total") == 1
+        # The worker counts after its batch commits: poll until its count arrives.
+        with anyio.fail_after(60):
+            while sample(text := await scrape(service.url), "hindsight_trajectories_analysed_total") < 1:
+                await anyio.sleep(0.1)
+        assert sample(text, "hindsight_attribution_batch_seconds_count") >= 1
+        assert sample(text, "hindsight_attribution_queue_depth") == 0
+        for url in replicas:
+            assert sample(await scrape(url), "hindsight_trajectories_analysed_total") >= 1
+    finally:
+        service.stop()
 
 
 async def test_stdio_serves_the_same_tools_and_learns(tmp_path: Path) -> None:
