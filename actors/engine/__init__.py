@@ -13,13 +13,7 @@ pairs, sensitivity), :mod:`~actors.engine.cost` (what a choice cost),
 """
 
 from actors.engine.batch import AttributionResult, NodeScore, attribute, attribute_batch
-from actors.engine.conditions import (
-    LearnedCondition,
-    evaluate_condition,
-    evaluate_features,
-    flatten_context,
-    learn_condition,
-)
+from actors.engine.conditions import LearnedCondition, evaluate_condition, evaluate_features, learn_condition
 from actors.engine.confidence import (
     apply_outcome,
     initial_confidence,
@@ -39,6 +33,7 @@ from actors.engine.credit import (
     register_scorer,
     unregister_scorer,
 )
+from actors.engine.features import flatten_context
 from actors.engine.generalize import generalize_params
 from actors.engine.labels import LabelledPath, PathLabel, label_paths
 from actors.engine.library import MergeResult, merge_into_library

@@ -13,7 +13,9 @@ the shortest condition a person would write. Its building blocks are *tests*, ea
   for two actions gives each action its own set). Only strings of at most 64 characters and
   booleans are categories; a feature with more than two values, at least two thirds of them
   distinct among all runs of the decision point (ids, free text), is never used: it
-  separates anything and means nothing.
+  separates anything and means nothing. Nor is a feature whose values are mostly ids, dates,
+  times, URLs, paths or free text (:data:`POINT_KINDS`): they name one thing or moment, so a
+  set of them only memorises the runs it was learned on.
 
 A condition is a conjunction of at most ``max_tests`` tests (default 2) on distinct features.
 Its *errors* are the negatives it covers plus the positives it leaves out. The rule, exactly:
@@ -43,42 +45,22 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
+from actors.engine.features import Features, Scalar, flatten_context
+from actors.engine.generalize import string_kind
 from cluster.core.types import Frozen
 from cluster.experience.templates import Condition, Predicate
 
-Scalar = str | int | float | bool | None
-Features = Mapping[str, Scalar]
-
 MAX_CATEGORY_CHARS = 64
-MAX_DEPTH = 6
 SEEDS = 12
 """Single tests tried as the first half of a conjunction (the best ones by the rule above)."""
 MAX_BAND_CUTS = 40
 """Above this many class boundaries on one feature only the best band is tried (keeps it O(n²) at most)."""
 NOISE_RUNS = 20
 """One error per this many runs is tolerated before a longer condition is preferred."""
-
-
-def flatten_context(value: Mapping[str, JsonValue], prefix: str = "") -> dict[str, Scalar]:
-    """Flatten nested JSON into ``{dotted.path: scalar}``; lists become ``len(path)``."""
-    out: dict[str, Scalar] = {}
-    _flatten(value, prefix, out, 0)
-    return out
-
-
-def _flatten(value: object, path: str, out: dict[str, Scalar], depth: int) -> None:
-    if isinstance(value, Mapping):
-        if depth >= MAX_DEPTH:
-            return
-        for key, item in value.items():
-            _flatten(item, f"{path}.{key}" if path else str(key), out, depth + 1)
-    elif isinstance(value, list):
-        if path:
-            out[f"len({path})"] = len(value)
-    elif path and (value is None or isinstance(value, str | int | float | bool)):
-        out[path] = value
+POINT_KINDS = frozenset({"id", "datetime", "date", "time", "url", "email", "path", "token", "text"})
+"""String kinds (:func:`~actors.engine.generalize.string_kind`) that are never categories."""
 
 
 class LearnedCondition(Frozen):
@@ -287,7 +269,10 @@ def _evidence(
     categorical_ok = set()
     seen = runs if population is None else population
     for feature in features:
-        keys = [_category_key(f[feature]) for f in seen if feature in f and _is_category(f[feature])]
+        values = [f[feature] for f in seen if feature in f and _is_category(f[feature])]
+        if _names_one_thing(feature, values):
+            continue
+        keys = [_category_key(v) for v in values]
         distinct = len(set(keys))
         # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
         if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * len(keys)):
@@ -395,6 +380,15 @@ def _categorical_tests(ev: _Evidence, feature: str, present: list[tuple[int, Sca
     else:
         predicate = Predicate(feature=feature, op="in", value=list(values))
     yield _Test(feature, (predicate,), len(values), False, mask)
+
+
+def _names_one_thing(feature: str, values: Sequence[Scalar]) -> bool:
+    """Mostly ids, dates, times, URLs, paths or free text: values that name one thing or moment.
+
+    A rule on such a value cannot carry over to a new run, however well it splits the old ones.
+    """
+    strings = [v for v in values if isinstance(v, str)]
+    return bool(strings) and 2 * sum(string_kind(feature, v) in POINT_KINDS for v in strings) > len(strings)
 
 
 def _more_pos(ev: _Evidence, mask: int) -> bool:

@@ -24,9 +24,9 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from actors.engine.conditions import Scalar, flatten_context
 from actors.engine.cost import Cost, compare_costs, node_costs
 from actors.engine.credit import CreditContext
+from actors.engine.features import Scalar, flatten_context
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
 from cluster.core.types import Frozen
 from cluster.trajectories.models import Node, Trajectory

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import flatten_context
+from actors.engine.features import flatten_context
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://\S+$")
 _EMAIL = re.compile(r"^[^@\s/]+@[^@\s/]+\.[a-zA-Z]{2,}$")

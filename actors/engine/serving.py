@@ -30,7 +30,8 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import Features, evaluate_features, flatten_context
+from actors.engine.conditions import evaluate_features
+from actors.engine.features import Features, flatten_context
 from actors.engine.signature import goal_words, signature_key, situation_signature
 from cluster.experience.templates import ExperienceTemplate
 

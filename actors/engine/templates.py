@@ -55,10 +55,11 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import Features, flatten_context, holds, holds_all, learn_condition, simplify
+from actors.engine.conditions import holds, holds_all, learn_condition, simplify
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
+from actors.engine.features import Features, flatten_context
 from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.types import canonical_json
 from cluster.experience.templates import (

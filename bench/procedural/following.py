@@ -274,12 +274,17 @@ def follow(
         tried: Calls already tried at this step (they failed); not repeated.
 
     Returns:
-        The call the most specific applicable template recommends (None if none applies or its
-        call was tried), and the tools applicable templates say to avoid.
+        The call the first applicable template recommends — in the service's order when it judged
+        the situation, else the most specific first — (None if none applies or its call was
+        tried), and the tools applicable templates say to avoid.
     """
     candidates = [s for s in served if usable(s, view, task_type)]
     avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None}
-    for item in sorted(candidates, key=_specificity, reverse=True):
+    # A service that checked the situation has ranked its answer (fit, confidence, relevance):
+    # follow its order, as a model reading the prompt block would. Otherwise the narrowest first.
+    judged = any(s.applicable is not None for s in served)
+    ordered = candidates if judged else sorted(candidates, key=_specificity, reverse=True)
+    for item in ordered:
         pattern = item.template.recommended
         call = Call(action=pattern.tool, params=fill(pattern.params, view, pattern.tool))
         if call not in tried:

@@ -75,14 +75,14 @@ class BenchConfig(Frozen):
     eval_episodes: int = Field(default=10, ge=1, description="Per family and round; always unseen seeds.")
     seed: int = Field(default=0, ge=0, le=999)
     top_k: int | None = Field(
-        default=8,
+        default=None,
         ge=1,
         le=8,
-        description="query_experience top_k; 8 (the cap) suits multi-step tasks; None: the service default (5).",
+        description="query_experience top_k; None: the service default (experience_top_k, 5).",
     )
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0, description="None: service threshold.")
     choice_note: str = Field(
-        default="top_k 8 and the service threshold were set while only the six tuning families existed",
+        default="the service's defaults (top_k 5, threshold 0.7), set before the held-out families existed",
         max_length=300,
         description="How top_k / min_confidence were chosen (recorded in the generalization report).",
     )

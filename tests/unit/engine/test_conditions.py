@@ -169,3 +169,19 @@ def test_set_predicates_are_hashable_and_render_as_sets() -> None:
     assert len({pred, Predicate(feature="region", op="in", value=["eu", "uk"])}) == 1
     condition = Condition(predicates=(pred, Predicate(feature="ok", op="==", value=True)))
     assert condition.render() == "region in {'eu', 'uk'} and ok == True"
+
+
+def test_dates_ids_and_paths_never_become_categories() -> None:
+    # Each run has its own date, shipment id and file: a set of them would split these runs
+    # perfectly and mean nothing for the next one. The noisy boolean is the rule.
+    pos = [
+        {"requested_on": f"{d:02d}/03/2026", "shipment": f"shp_{d:04x}a1b2", "file": f"/tmp/u{d}.csv", "ok": True}
+        for d in range(1, 10)
+    ]
+    neg = [
+        {"requested_on": f"{d:02d}/04/2026", "shipment": f"shp_{d:04x}c3d4", "file": f"/tmp/v{d}.csv", "ok": False}
+        for d in range(1, 8)
+    ] + [{"requested_on": "28/05/2026", "shipment": "shp_00ffe5f6", "file": "/tmp/w.csv", "ok": True}]
+    learned = learn_condition(pos, neg)
+    assert learned is not None
+    assert [p.feature for p in learned.predicates] == ["ok"]

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, evaluate_condition, evaluate_features, generalize_params, learn_condition
-from actors.engine.conditions import Features
+from actors.engine.features import Features
 from cluster.experience.templates import Predicate
 from cluster.trajectories.models import Trajectory
 from tests.unit.engine.test_properties import trajectories
