@@ -487,8 +487,9 @@ def learn_condition(
         # caveats read the refinement as the edge case. (A second test's mask only spans the
         # runs its seed covered, so judge each test on all runs here.)
         tests = tuple(sorted(tests, key=lambda t: _errors(ev, _mask_of(ev, t.predicates))))
+    # A band learned on the seed's runs may have an end the seed already implies: drop it.
     return LearnedCondition(
-        predicates=tuple(p for t in tests for p in t.predicates),
+        predicates=simplify([p for t in tests for p in t.predicates], ev.runs),
         covered_positive=pos,
         covered_negative=neg,
         total_positive=ev.n_pos,

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from actors.engine.cost import Cost, compare_costs, node_costs
+from actors.engine.cost import Cost, compare_costs, costs_to_finish
 from actors.engine.credit import CreditContext
 from actors.engine.features import Scalar, flatten_context
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
@@ -81,7 +81,7 @@ class Observation:
 def observe(ctx: CreditContext, scores: dict[uuid.UUID, float], *, order: int, in_batch: bool) -> list[Observation]:
     """Observations for every scored decision node of one trajectory, in tree order."""
     traj = ctx.trajectory
-    costs = node_costs(traj)
+    costs = costs_to_finish(traj)
     out: list[Observation] = []
     for nid in ctx.decision_ids:
         node = ctx.tree.by_id[nid]

@@ -11,7 +11,8 @@ They are read from a ``cost`` object in ``execution_result.data`` first, then fr
 itself (an agent may send them at the top level of ``execution_result``; the model moves them
 into ``data``). Anything else (negative, NaN, text) is ignored. When no latency is reported it
 is *derived* from node timestamps: the gap between the node and the node that arrived just
-before it (an agent reports as it goes, so the gap is the time the step took).
+before it (an agent reports as it goes, so the gap is the time the step took). A decision is
+compared by its cost *to finish* (:func:`costs_to_finish`): its own cost plus everything below it.
 
 :func:`compare_costs` says one action is cheaper than another when, on the metrics both sides
 have, its median cost is lower by at least ``COST_RATIO`` on one metric and not higher by that
@@ -111,6 +112,34 @@ def node_costs(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
             cost = cost.model_copy(update={"latency_ms": float(node.timestamp - previous), "latency_derived": True})
         out.setdefault(node.node_id, cost)
         previous = node.timestamp
+    return out
+
+
+def costs_to_finish(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
+    """What each node cost from there to the end of its branch: its own cost plus every node below it.
+
+    A choice is only as cheap as what it commits to: ``set_encoding`` then ``export`` is two
+    steps where ``export`` alone is one, though each call is one step. Retries under a node count
+    too (they were spent because of it). A metric no node of the subtree reports stays unknown.
+    """
+    own = node_costs(trajectory)
+    children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
+    for node in trajectory.nodes:
+        children.setdefault(node.parent_id, []).append(node.node_id)
+    out: dict[uuid.UUID, Cost] = {}
+    # Children arrive after their parents, so reverse arrival order visits every child first.
+    for node in sorted(trajectory.nodes, key=lambda n: n.seq, reverse=True):
+        parts = [own[node.node_id], *(out[c] for c in children.get(node.node_id, ()) if c in out)]
+        totals: dict[str, float | None] = {}
+        for metric in METRICS:
+            values = [v for part in parts if (v := part.get(metric)) is not None]
+            totals[metric] = sum(values) if values else None
+        out[node.node_id] = Cost(
+            steps=totals["steps"],
+            latency_ms=totals["latency_ms"],
+            tokens=totals["tokens"],
+            latency_derived=any(part.latency_derived for part in parts),
+        )
     return out
 
 
