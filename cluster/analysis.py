@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from actors.engine import attribute_batch
+from cluster.core.errors import HindsightError, NotFound
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 from cluster.trajectories.models import ResultStatus, Trajectory
@@ -35,6 +36,10 @@ class ExperienceLearner(Protocol):
     ) -> object: ...
 
     def index_pending(self, owner: str | None = None) -> int: ...
+
+
+class AnalysisFailed(HindsightError):
+    """Every owner of a claimed batch failed: the batch as a whole is retried after its lease."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,17 @@ class AnalysisService:
         by_owner: dict[str, list[uuid.UUID]] = defaultdict(list)
         for owner, trajectory_id in claimed:
             by_owner[owner].append(trajectory_id)
-        learned = 0
+        learned = failed = 0
         for owner, ids in by_owner.items():
-            # Contrast only within one owner's evidence: owners never see each other's runs.
-            learned += self._analyse(owner, ids)
+            # Contrast only within one owner's evidence: owners never see each other's runs. One
+            # owner's failure must not hold up the others: its claims stay and are retried.
+            try:
+                learned += self._analyse(owner, ids)
+            except HindsightError:
+                logger.exception("analysis of %d trajectories of %s failed; they will be retried", len(ids), owner)
+                failed += 1
+        if failed and failed == len(by_owner):
+            raise AnalysisFailed(f"every owner of the batch failed ({failed})")
         return BatchReport(len(claimed), learned)
 
     def _analyse(self, owner: str, ids: list[uuid.UUID]) -> int:
@@ -111,9 +123,13 @@ class AnalysisService:
         outcome = trajectory.outcome
         if outcome is None or not outcome.served_template_ids or outcome.status is ResultStatus.PARTIAL:
             return
-        self.experience.report_outcome(
-            owner,
-            outcome.served_template_ids,
-            outcome.status is ResultStatus.SUCCESS,
-            trajectory.trajectory_id,
-        )
+        try:
+            self.experience.report_outcome(
+                owner,
+                outcome.served_template_ids,
+                outcome.status is ResultStatus.SUCCESS,
+                trajectory.trajectory_id,
+            )
+        except NotFound:
+            # Checked at finalize; a template gone since then only loses this one report.
+            logger.warning("trajectory %s names an experience that no longer exists", trajectory.trajectory_id)

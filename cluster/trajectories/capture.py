@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from cluster.core.errors import InvalidInput
+from cluster.core.errors import InvalidInput, NotFound
+from cluster.experience.repository import SqlExperienceStore
 from cluster.storage.db import Database
 from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
@@ -41,7 +42,21 @@ class CaptureService:
             return store.append(owner, trajectory_id, nodes)
 
     def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
+        """Close the trajectory and queue it for analysis.
+
+        Raises:
+            NotFound: the trajectory, or one of ``outcome.served_template_ids``, is not the owner's
+                (checked here, so a bad id fails this call, not the background analysis).
+        """
         with self.db.transaction() as session:
+            served = list(dict.fromkeys(outcome.served_template_ids))
+            known = SqlExperienceStore(session).existing_ids(owner, served)
+            unknown = [i for i in served if i not in known]
+            if unknown:
+                raise NotFound(
+                    f"served_template_ids: {len(unknown)} unknown experience id(s), e.g. {unknown[0]}; "
+                    "send the ids query_experience returned"
+                )
             return SqlTrajectoryStore(session, self.limits).finalize(owner, trajectory_id, outcome)
 
     def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:

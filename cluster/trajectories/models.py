@@ -19,6 +19,9 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from cluster.core.errors import InvalidInput, LimitExceeded
 from cluster.core.types import Frozen, JsonObject, Name, Text, canonical_json, no_nul
 
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+"""The last millisecond of year 9999: later values are no time a database can store."""
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -80,7 +83,9 @@ class NodeIn(Frozen):
 
     node_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Client-made id; made here if absent.")
     parent_id: uuid.UUID | None = Field(default=None, description="The node this one follows; empty for the root.")
-    timestamp: int = Field(default_factory=now_ms, ge=0, description="Milliseconds since the epoch.")
+    timestamp: int = Field(
+        default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS, description="Milliseconds since the epoch (UTC)."
+    )
     context_snapshot: JsonObject = Field(
         default_factory=dict, description="What the agent saw: goal, last result summary, tools in view."
     )

@@ -65,3 +65,17 @@ def test_a_node_with_a_free_form_result_keeps_one_payload_hash() -> None:
     assert again.payload_hash() == node.payload_hash()
     stored = NodeIn.model_validate(node.model_dump(mode="json"))
     assert stored.payload_hash() == node.payload_hash()
+
+
+def test_a_timestamp_past_year_9999_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        NodeIn.model_validate(
+            {
+                "available_actions": ["a", "b"],
+                "chosen_action": "a",
+                "execution_result": {"status": "success"},
+                "timestamp": 2**63,
+            }
+        )
+    assert caught.value.errors()[0]["loc"] == ("timestamp",)
+    assert "253402300799999" in str(caught.value)

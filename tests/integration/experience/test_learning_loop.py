@@ -8,10 +8,13 @@ import pytest
 from sqlalchemy import select
 
 from actors.engine import attribute_batch
+from cluster.analysis import AnalysisService
+from cluster.core.errors import NotFound
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
-from cluster.trajectories.models import AnalysisStatus, NodeIn, Outcome, Trajectory
-from cluster.trajectories.repository import SqlTrajectoryStore
+from cluster.trajectories.capture import CaptureService
+from cluster.trajectories.models import AnalysisStatus, NodeIn, Outcome, ResultStatus, Trajectory, TrajectoryStatus
+from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.builders import bulk_vs_single_runs
 
@@ -86,3 +89,41 @@ def test_two_owners_learning_the_same_rule_each_get_their_own_template(
     assert first.new
     assert set(first.new).isdisjoint(second.new)
     assert experience.count(OWNER) == experience.count("another-team") == len(first.new)
+
+
+def test_one_owners_bad_served_id_does_not_stall_another_owners_learning(
+    database: Database, experience: ExperienceService
+) -> None:
+    # The bad id reaches the queue the way a template deleted after finalize would (finalize
+    # itself now refuses unknown ids): only that report is lost, both batches are learned.
+    good = store_runs(database, OWNER, bulk_vs_single_runs())
+    bad_runs = [
+        run.model_copy(update={"outcome": Outcome(status=run.outcome.status, served_template_ids=[uuid.uuid4()])})
+        for run in bulk_vs_single_runs()
+        if run.outcome is not None
+    ]
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        for run in bad_runs:
+            store.open("other-team", run.header)
+            nodes = [NodeIn.model_validate(n.model_dump(exclude={"seq"})) for n in run.nodes]
+            store.append("other-team", run.header.trajectory_id, nodes)
+            assert run.outcome is not None
+            store.finalize("other-team", run.header.trajectory_id, run.outcome)
+    report = AnalysisService(database, experience, batch_size=50).run_once()
+    assert report.trajectories == len(good) + len(bad_runs)
+    assert analysis_status(database, good + [r.header.trajectory_id for r in bad_runs]) == {AnalysisStatus.DONE.value}
+    assert experience.count(OWNER) > 0
+    assert experience.count("other-team") > 0
+
+
+def test_finalize_refuses_a_served_id_the_owner_was_never_served(database: Database) -> None:
+    (run, *_) = bulk_vs_single_runs()
+    capture = CaptureService(database, TrajectoryLimits(max_trajectory_nodes=50, max_context_bytes=2048))
+    nodes = [NodeIn.model_validate(n.model_dump(exclude={"seq"})) for n in run.nodes]
+    capture.record(OWNER, run.header.trajectory_id, nodes, run.header)
+    with pytest.raises(NotFound, match="served_template_ids"):
+        capture.finalize(
+            OWNER, run.header.trajectory_id, Outcome(status=ResultStatus.SUCCESS, served_template_ids=[uuid.uuid4()])
+        )
+    assert capture.load(OWNER, run.header.trajectory_id).status is TrajectoryStatus.OPEN
