@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import NotFound
-from cluster.core.types import Frozen, as_utc
+from cluster.core.types import Frozen
 from cluster.memory.models import MemoryRecord
 from cluster.memory.policy import MemoryScope, MemoryState, ScopeKind, terms
 from cluster.memory.tables import FTS_TABLE, PG_SEARCH_DOC, MemoryLogRow, MemoryRow
@@ -104,9 +104,9 @@ def _record(row: MemoryRow) -> StoredMemory:
         version=row.version,
         state=MemoryState(row.state),
         archived=row.archived_at is not None,
-        created_at=as_utc(row.created_at),
-        valid_from=as_utc(row.valid_from),
-        expires_at=as_utc(row.expires_at) if row.expires_at is not None else None,
+        created_at=row.created_at,
+        valid_from=row.valid_from,
+        expires_at=row.expires_at,
     )
     return StoredMemory(
         seq=row.seq,
@@ -114,7 +114,7 @@ def _record(row: MemoryRow) -> StoredMemory:
         record=record,
         text=row.text,
         activity=row.activity,
-        activity_at=as_utc(row.activity_at),
+        activity_at=row.activity_at,
         session_bound=row.session_bound,
     )
 
@@ -426,7 +426,7 @@ class SqlMemoryStore:
                 session_id=r.session_id,
                 speaker=r.speaker,
                 text=r.text,
-                at=as_utc(r.at),
+                at=r.at,
                 metadata=r.meta,
                 status=r.status,
             )

@@ -12,10 +12,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, Uuid
+from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.storage.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON, UtcDateTime
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (which is also the rowid FTS5 points at).
 AutoId = BigInteger().with_variant(Integer(), "sqlite")
@@ -49,15 +49,15 @@ class MemoryRow(Base):
     entity: Mapped[str | None] = mapped_column(String(200))
     source_ids: Mapped[list[str]] = mapped_column(PortableJSON)
     context: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    valid_from: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     session_bound: Mapped[bool] = mapped_column(Boolean, default=False)
-    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     superseded_by: Mapped[uuid.UUID | None] = mapped_column(Uuid)
-    archived_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    archived_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     activity: Mapped[float] = mapped_column(Float)
-    activity_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    activity_at: Mapped[datetime] = mapped_column(UtcDateTime)
     access_count: Mapped[int] = mapped_column(Integer, default=0)
 
     __table_args__ = (
@@ -81,12 +81,12 @@ class MemoryLogRow(Base):
     session_id: Mapped[str] = mapped_column(String(200))
     speaker: Mapped[str] = mapped_column(String(200))
     text: Mapped[str] = mapped_column(Text)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", PortableJSON)
     # pending → promoted | kept (evaluated, not promoted yet; a later turn may still promote it).
     status: Mapped[str] = mapped_column(String(16))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
-    evaluated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    evaluated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (
         Index("ix_memory_log_owner_at", "owner", "at"),
