@@ -175,7 +175,7 @@ class MemoryService:
         vectors = self.embedder.embed(texts)
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, requests, texts, validities, now)
-            self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
+            self.index.upsert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
         self._changed(owner, len(results))
         return results
 
@@ -261,7 +261,7 @@ class MemoryService:
             if latest is None or latest.record.memory_id != old.memory_id:
                 raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
             results, rows = self._insert_versions(session, owner, [write], [text], [validity], now)
-            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
+            self.index.upsert([rows[0].model_copy(update={"vector": vectors[0]})])
         self._changed(owner, 1)
         return results[0]
 
@@ -436,7 +436,7 @@ class MemoryService:
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
             self._log(session, owner, log_id, session_id, turn, at, "promoted", results[0].memory_id, now)
-            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
+            self.index.upsert([rows[0].model_copy(update={"vector": vectors[0]})])
         self._changed(owner, 1)
         return ObserveResult(log_id=log_id, promoted=results[0], reason=reason)
 
@@ -534,7 +534,7 @@ class MemoryService:
                 for log_id, row in pending.items():
                     if log_id not in decided and now - row.at > self.promotion.horizon:
                         self.store.mark_log(session, who, log_id, "kept", now, None)
-                self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
+                self.index.upsert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
             if results:
                 self._changed(who, len(results))
             promoted.extend(r.memory_id for r in results)
@@ -600,10 +600,11 @@ class MemoryService:
 
     def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
         """Rebuild Milvus from SQL (all owners, or one); returns the vectors written."""
+        stale: set[int] = set()
         if owner is None:
             self.index.reset()
         else:
-            self.index.delete_owner(check_owner(owner))
+            stale = self.index.seqs(check_owner(owner))
         written = 0
         for who in self._owners(owner):
             after = -1
@@ -613,7 +614,7 @@ class MemoryService:
                 if not page:
                     break
                 vectors = self.embedder.embed([m.text for m in page])
-                self.index.insert(
+                self.index.upsert(
                     [
                         VectorRow(seq=m.seq, owner=who, scope_key=m.record.scope.key, entity=m.record.entity, vector=v)
                         for m, v in zip(page, vectors, strict=True)
@@ -621,6 +622,8 @@ class MemoryService:
                 )
                 written += len(page)
                 after = page[-1].seq
+                stale.difference_update(m.seq for m in page)
+            self.index.delete(who, sorted(stale))
             self.cache.invalidate(who)
         logger.info("reindexed %s memory vectors", written)
         return written
