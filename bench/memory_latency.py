@@ -108,7 +108,7 @@ def main() -> None:
         milvus = open_milvus(str(Path(tmp) / "milvus.db"))
         index = MilvusMemoryIndex(milvus, dimension=model.dimension, collection="latency", index_type=args.index_type)
         index.reset()
-        service = MemoryService(database, embedder, index, cache_size=0)
+        service = MemoryService(database, embedder, index, cache_bytes=0)
 
         started = time.perf_counter()
         for start in range(0, args.n, 2000):
