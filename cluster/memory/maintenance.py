@@ -30,7 +30,7 @@ def run_maintenance(memory: MemoryService, now: datetime | None = None) -> Maint
     promoted = memory.reevaluate(now=now)
     archived = memory.decay_and_archive(now)  # writes the accesses queries recorded first
     purged = memory.purge_expired(now)
-    indexed = memory.sync_index(now=now)
+    indexed = memory.sync_index()
     summary = MaintenanceSummary(
         promoted=promoted.changed, archived=archived.changed, purged=purged.changed, indexed=indexed
     )

@@ -34,7 +34,7 @@ from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import NotFound
-from cluster.core.types import Frozen
+from cluster.core.types import Frozen, utcnow
 from cluster.memory.models import MemoryRecord
 from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, terms
 from cluster.memory.tables import (
@@ -569,10 +569,15 @@ class SqlMemoryStore:
 
     # ------------------------------------------------------------------------- index queue, generations
 
-    def queue_index(self, session: Session, owner: str, seqs: Sequence[int], op: IndexOp, at: datetime) -> None:
-        """Queue vector work for ``seqs`` in this unit of work; a later operation on a seq replaces an earlier one."""
+    def queue_index(self, session: Session, owner: str, seqs: Sequence[int], op: IndexOp) -> None:
+        """Queue vector work for ``seqs`` in this unit of work; a later operation on a seq replaces an earlier one.
+
+        Stamped with the wall clock, not the write's (possibly simulated) time: the age of queued
+        work tells whether the process that queued it may still be doing it.
+        """
         if not seqs:
             return
+        at = utcnow()
         rows = [{"seq": seq, "owner": owner, "op": op, "queued_at": at} for seq in dict.fromkeys(seqs)]
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
@@ -585,9 +590,9 @@ class SqlMemoryStore:
             )
 
     def queued(self, session: Session, owner: str | None, before: datetime, limit: int) -> list[IndexWork]:
-        """Vector work queued before ``before`` (of one owner, or of all), oldest first."""
+        """Vector work queued up to ``before`` (of one owner, or of all), oldest first."""
         stmt = select(MemoryIndexQueueRow.seq, MemoryIndexQueueRow.owner, MemoryIndexQueueRow.op).where(
-            MemoryIndexQueueRow.queued_at < before
+            MemoryIndexQueueRow.queued_at <= before
         )
         if owner is not None:
             stmt = stmt.where(MemoryIndexQueueRow.owner == owner)

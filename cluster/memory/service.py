@@ -196,7 +196,7 @@ class MemoryService:
         vectors = self.embedder.embed(texts)
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, requests, texts, validities, now)
-        self._settle(owner, _with_vectors(rows, vectors), now=now)
+        self._settle(owner, _with_vectors(rows, vectors))
         return results
 
     def _check(self, owner: str, request: MemoryWrite) -> None:
@@ -247,7 +247,7 @@ class MemoryService:
                 superseded = previous.record.memory_id
             results.append(MemoryWriteResult(memory_id=memory_id, version=new.version, superseded_id=superseded))
             rows.append(VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=[]))
-        self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT, now)
+        self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT)
         return results, rows
 
     def update(
@@ -282,7 +282,7 @@ class MemoryService:
             if latest is None or latest.record.memory_id != old.memory_id:
                 raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
             results, rows = self._insert_versions(session, owner, [write], [text], [validity], now)
-        self._settle(owner, _with_vectors(rows, vectors), now=now)
+        self._settle(owner, _with_vectors(rows, vectors))
         return results[0]
 
     def forget(self, owner: str, memory_id: uuid.UUID) -> MemoryForgetResult:
@@ -292,14 +292,13 @@ class MemoryService:
     def apply_forget(self, owner: str, request: MemoryForget) -> MemoryForgetResult:
         """The ``memory_forget`` tool. Raises ``NotFound`` if this owner has no such memory."""
         check_owner(owner)
-        now = utcnow()
         with self.db.transaction() as session:
             found = self.store.get(session, owner, request.memory_id)
             seqs = self.store.lineage_seqs(session, owner, found.lineage_id)
             removed = self.store.delete_seqs(session, owner, seqs)
-            self.store.queue_index(session, owner, seqs, IndexOp.DELETE, now)
+            self.store.queue_index(session, owner, seqs, IndexOp.DELETE)
             self.store.bump_generation(session, owner)
-        self._settle(owner, deletes=seqs, now=now)
+        self._settle(owner, deletes=seqs)
         logger.info("forgot memory %s (%s versions)", request.memory_id, removed)
         return MemoryForgetResult(memory_id=request.memory_id, removed_versions=removed)
 
@@ -311,18 +310,16 @@ class MemoryService:
 
     # ------------------------------------------------------------------------------ derived state
 
-    def sync_index(self, owner: str | None = None, *, now: datetime | None = None) -> int:
+    def sync_index(self, owner: str | None = None) -> int:
         """Do all queued vector work (left by a Milvus failure, or by migration 0004); returns items done."""
-        return self.upkeep.sync_index(check_owner(owner) if owner is not None else None, now=now)
+        return self.upkeep.sync_index(check_owner(owner) if owner is not None else None)
 
     def flush_accesses(self) -> int:
         """Write the accesses this process's queries recorded; returns how many."""
         return self.upkeep.flush_accesses()
 
-    def _settle(
-        self, owner: str, upserts: Sequence[VectorRow] = (), deletes: Sequence[int] = (), *, now: datetime
-    ) -> None:
-        self.upkeep.settle(owner, upserts, deletes, now=now)
+    def _settle(self, owner: str, upserts: Sequence[VectorRow] = (), deletes: Sequence[int] = ()) -> None:
+        self.upkeep.settle(owner, upserts, deletes)
 
     # ------------------------------------------------------------------------------------- query
 
@@ -487,7 +484,7 @@ class MemoryService:
             results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
             promoted = {"status": LogStatus.PROMOTED, "memory_id": results[0].memory_id, "evaluated_at": now}
             self.store.log(session, log.model_copy(update=promoted))
-        self._settle(owner, _with_vectors(rows, vectors), now=now)
+        self._settle(owner, _with_vectors(rows, vectors))
         return ObserveResult(log_id=log.log_id, promoted=results[0], reason=reason)
 
     @staticmethod
@@ -558,7 +555,7 @@ class MemoryService:
                 for log_id, row in pending.items():
                     if log_id not in decided and now - row.at > self.promotion.horizon:
                         self.store.mark_log(session, who, log_id, LogStatus.KEPT, now, None)
-            self._settle(who, _with_vectors(rows, vectors), now=now)
+            self._settle(who, _with_vectors(rows, vectors))
             promoted.extend(r.memory_id for r in results)
         logger.info("re-evaluation scanned %s pending turns, promoted %s", scanned, len(promoted))
         return MaintenanceReport(scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted))
@@ -618,9 +615,9 @@ class MemoryService:
                 seqs = self.store.expired_seqs(session, who, now)
                 if seqs:
                     removed += self.store.delete_seqs(session, who, seqs)
-                    self.store.queue_index(session, who, seqs, IndexOp.DELETE, now)
+                    self.store.queue_index(session, who, seqs, IndexOp.DELETE)
                     self.store.bump_generation(session, who)
-            self._settle(who, deletes=seqs, now=now)
+            self._settle(who, deletes=seqs)
         return MaintenanceReport(scanned=removed, changed=removed)
 
     def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:

@@ -72,7 +72,6 @@ class Upkeep:
         deletes: Sequence[int] = (),
         *,
         vanished: Sequence[int] = (),
-        now: datetime,
         retry: bool = True,
     ) -> bool:
         """Apply committed vector work to Milvus and clear its queue entries; ``False`` if that failed.
@@ -104,23 +103,22 @@ class Upkeep:
             logger.warning("could not clear %s finished memory vector changes; they will be redone", len(done))
             return False
         if retry:
-            self.sync_index(owner, now=now, older_than=self.retry_after, batches=1)
+            self.sync_index(owner, older_than=self.retry_after, batches=1)
         return True
 
     def sync_index(
         self,
         owner: str | None = None,
         *,
-        now: datetime | None = None,
         older_than: timedelta = timedelta(0),
         batches: int | None = None,
     ) -> int:
         """Do queued vector work of one owner or of all; returns how many items were done.
 
-        Takes work queued before ``now - older_than``, ``INDEX_BATCH`` items at a time, at most
+        Takes work queued at least ``older_than`` ago (wall clock), ``INDEX_BATCH`` items at a time, at most
         ``batches`` times (default: until none is left). Stops at the first failure.
         """
-        cutoff = (now or utcnow()) - older_than
+        cutoff = utcnow() - older_than
         done = 0
         seen: set[int] = set()
         rounds = 0
@@ -143,7 +141,7 @@ class Upkeep:
                 ]
                 deletes = [w.seq for w in mine if w.op is IndexOp.DELETE]
                 vanished = sorted(set(wanted) - {r.seq for r in rows})
-                if not self.settle(who, rows, deletes, vanished=vanished, now=cutoff, retry=False):
+                if not self.settle(who, rows, deletes, vanished=vanished, retry=False):
                     return done
                 done += len(mine)
         if done:
