@@ -19,7 +19,7 @@ from sqlalchemy import (
     Float,
     Integer,
     and_,
-    case,
+    bindparam,
     column,
     delete,
     func,
@@ -46,6 +46,7 @@ from cluster.memory.tables import (
     MemoryOwnerRow,
     MemoryRow,
 )
+from cluster.storage.db import UtcDateTime
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -271,21 +272,26 @@ class SqlMemoryStore:
 
     def set_activity(self, session: Session, owner: str, changes: Mapping[int, tuple[float, datetime, int]]) -> None:
         """Record accesses: per seq the new activity, when it was set, and how many accesses to add."""
-        seqs = list(changes)
-        for start in range(0, len(seqs), 500):
-            chunk = {seq: changes[seq] for seq in seqs[start : start + 500]}
-            session.execute(
-                update(MemoryRow)
-                .where(_owned(owner), MemoryRow.seq.in_(list(chunk)))
-                .values(
-                    activity=case({s: c[0] for s, c in chunk.items()}, value=MemoryRow.seq, else_=MemoryRow.activity),
-                    activity_at=case(
-                        {s: c[1] for s, c in chunk.items()}, value=MemoryRow.seq, else_=MemoryRow.activity_at
-                    ),
-                    access_count=MemoryRow.access_count
-                    + case({s: c[2] for s, c in chunk.items()}, value=MemoryRow.seq, else_=0),
-                )
+        if not changes:
+            return
+        # One compiled statement run for many rows (executemany): a CASE over hundreds of seqs
+        # costs more to compile than to run.
+        stmt = (
+            update(MemoryRow.__table__)  # type: ignore[arg-type]
+            .where(MemoryRow.__table__.c.owner == bindparam("b_owner"), MemoryRow.__table__.c.seq == bindparam("b_seq"))
+            .values(
+                activity=bindparam("b_activity"),
+                activity_at=bindparam("b_at", type_=UtcDateTime),
+                access_count=MemoryRow.__table__.c.access_count + bindparam("b_count"),
             )
+        )
+        session.execute(
+            stmt,
+            [
+                {"b_owner": owner, "b_seq": seq, "b_activity": activity, "b_at": at, "b_count": count}
+                for seq, (activity, at, count) in changes.items()
+            ],
+        )
 
     def set_archived(self, session: Session, owner: str, seqs: Sequence[int], at: datetime | None) -> None:
         if seqs:

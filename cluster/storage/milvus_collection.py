@@ -12,7 +12,11 @@ What it guarantees, whichever index uses it:
   applies the same check to every string field, so nothing enters the collection that a filter
   could not name.
 * **Upsert only.** Milvus Lite overwrites a duplicate primary key but a Milvus server keeps both
-  rows, so a retried ``insert`` would duplicate; there is no ``insert`` here.
+  rows, so a retried ``insert`` would duplicate; there is no ``insert`` here. :meth:`upsert` is a
+  delete of the keys followed by an insert, which is what Milvus' own upsert does inside, because
+  Lite 2.5.1's upsert call costs time linear in the collection (measured: 18 ms per one-row
+  upsert at 20k rows, 80 ms at 100k) where delete + insert costs about 2.5 ms at 100k. Should the
+  insert fail after the delete, the caller's retry (the memory index queue) writes the row again.
 * **Timeouts on every call**, and every backend failure raised as ``StoreUnavailable``.
 """
 
@@ -197,8 +201,13 @@ class MilvusCollection:
             return
         self.ensure()
         data = [self._row(r) for r in rows]
+        primary = self.spec.primary.name
         for start in range(0, len(data), batch_size):
-            self._call("upsert", self.client.upsert, self.name, data[start : start + batch_size])
+            batch = data[start : start + batch_size]
+            for owner in dict.fromkeys(r[self.spec.OWNER] for r in batch):
+                keys = [r[primary] for r in batch if r[self.spec.OWNER] == owner]
+                self._call("upsert", self.client.delete, self.name, filter=self._where(owner, keys=keys))
+            self._call("upsert", self.client.insert, self.name, batch)
 
     def _row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec
