@@ -70,11 +70,6 @@ class QueryCache:
             while self.bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.bytes = 0
-
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -108,9 +108,6 @@ class MilvusMemoryIndex:
         if entity is not None:
             literal(entity, "entity")
 
-    def ready(self) -> bool:
-        return self.rows.ready()
-
     def ensure(self) -> None:
         """Create the collection if it does not exist (idempotent)."""
         self.rows.ensure()
@@ -152,9 +149,6 @@ class MilvusMemoryIndex:
 
     def delete(self, owner: str, seqs: Sequence[int]) -> None:
         self.rows.delete(owner, list(seqs))
-
-    def count(self, owner: str) -> int:
-        return self.rows.count(owner)
 
     def seqs(self, owner: str) -> set[int]:
         """Every vector id this owner has (for rebuilds, consistency checks and tests)."""
