@@ -8,7 +8,8 @@ embedded by the real model inside every timed call (no embedding cache, no query
 
 Reported per query (p50/p95 over ``--queries``): the embedding alone, the brute-force floor (embed,
 then exact cosine over all vectors with numpy), the Milvus stage, the lexical stage, and the whole
-``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, access bookkeeping, commit).
+``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, access bookkeeping), the same
+with the query cache on (a miss, then a hit: both read the owner's generation), and single writes.
 
     .venv/bin/python -m bench.memory_latency [--n 100000] [--queries 300] [--database-url URL]
 """
@@ -108,7 +109,7 @@ def main() -> None:
         milvus = open_milvus(str(Path(tmp) / "milvus.db"))
         index = MilvusMemoryIndex(milvus, dimension=model.dimension, collection="latency", index_type=args.index_type)
         index.reset()
-        service = MemoryService(database, embedder, index, cache_size=0)
+        service = MemoryService(database, embedder, index, cache_bytes=0)
 
         started = time.perf_counter()
         for start in range(0, args.n, 2000):
@@ -132,7 +133,7 @@ def main() -> None:
 
         def lexical_stage(q: str) -> object:
             vis = Visibility(valid_at=utcnow())
-            with database.transaction() as session:
+            with database.read() as session:
                 return service.store.lexical(session, OWNER, q, vis, service.ranking.candidates)
 
         rows = {
@@ -145,9 +146,17 @@ def main() -> None:
             ),
         }
         cached = MemoryService(database, embedder, index)
-        for q in queries:
-            cached.query(OWNER, q, top_k=10)
-        rows["MemoryService.query, hot-query cache hit"] = timed(lambda q: cached.query(OWNER, q, top_k=10), queries)
+        rows["MemoryService.query, cache on, miss (generation read + query)"] = timed(
+            lambda q: cached.query(OWNER, q, top_k=10), queries
+        )
+        rows["MemoryService.query, hot-query cache hit (generation read)"] = timed(
+            lambda q: cached.query(OWNER, q, top_k=10), queries
+        )
+        # One memory per call, as an agent writes: embedding, the write transaction, Milvus, the settle write.
+        writes = [f"{q} (note {i})" for i, q in enumerate(queries)]
+        rows["MemoryService.apply_write (one memory)"] = timed(
+            lambda t: service.apply_write(OWNER, MemoryWrite(key=t[:100], value=t)), writes
+        )
         milvus.close()
         database.dispose()
 

@@ -13,7 +13,7 @@ from cluster.embedding import build_embedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
 from cluster.memory.index import COLLECTION, MilvusMemoryIndex
-from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
+from cluster.memory.policy import ActivityPolicy, MemoryLimits, PromotionPolicy, RankingPolicy
 from cluster.memory.service import MemoryService
 from cluster.metrics import CounterFold, Metrics, QueueState
 from cluster.settings import Settings
@@ -76,6 +76,7 @@ class Services:
             fold()
 
     def close(self) -> None:
+        self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
         self.milvus.close()
         self.db.dispose()
 
@@ -138,7 +139,7 @@ def build_memory_service(
     activity: ActivityPolicy | None = None,
     ranking: RankingPolicy | None = None,
     promotion: PromotionPolicy | None = None,
-    cache_size: int | None = None,
+    cache_bytes: int | None = None,
     cache_ttl: timedelta | None = None,
 ) -> MemoryService:
     """A memory service on the configured SQL database, Milvus and embedder.
@@ -164,8 +165,15 @@ def build_memory_service(
         activity=activity or tuning.activity,
         ranking=ranking or tuning.ranking,
         promotion=promotion or tuning.promotion,
-        cache_size=tuning.cache_size if cache_size is None else cache_size,
+        limits=MemoryLimits(
+            max_value_bytes=tuning.max_value_bytes,
+            max_metadata_bytes=tuning.max_metadata_bytes,
+            max_context_bytes=tuning.max_context_bytes,
+        ),
+        cache_bytes=tuning.cache_bytes if cache_bytes is None else cache_bytes,
         cache_ttl=cache_ttl or timedelta(seconds=tuning.cache_ttl_seconds),
+        access_flush_entries=tuning.access_flush_entries,
+        access_flush_interval=timedelta(seconds=tuning.access_flush_seconds),
     )
 
 

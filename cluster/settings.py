@@ -27,13 +27,34 @@ class EmbeddingSettings(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    """Long-term memory tuning; each policy documents its fields (cluster/core/memory.py)."""
+    """Long-term memory tuning; each policy documents its fields (cluster/memory/policy.py).
+
+    Environment variables nest with ``__``: ``HINDSIGHT_MEMORY__MAX_VALUE_BYTES=32768``.
+    """
 
     index_type: Literal["FLAT", "IVF_FLAT"] = Field(
         default="FLAT", description="FLAT is exact; IVF_FLAT is faster at 100k+ but approximate."
     )
-    cache_size: int = Field(default=1024, ge=0, description="Hot-query cache entries; 0 disables it.")
+    max_value_bytes: int = Field(
+        default=16 * 1024,
+        ge=64,
+        le=16 * 1024 * 1024,
+        description="Largest memory value (UTF-8 bytes; a JSON value as compact JSON). See MemoryLimits.",
+    )
+    max_metadata_bytes: int = Field(default=4 * 1024, ge=64, le=16 * 1024 * 1024, description="Largest metadata.")
+    max_context_bytes: int = Field(
+        default=16 * 1024, ge=64, le=16 * 1024 * 1024, description="Largest context (searched, never returned)."
+    )
+    cache_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=0,
+        description="Hot-query cache bound per process, in bytes of serialised results; 0 disables it.",
+    )
     cache_ttl_seconds: float = Field(default=30.0, gt=0)
+    access_flush_entries: int = Field(
+        default=1000, ge=1, description="Write the accesses queries recorded once this many are waiting..."
+    )
+    access_flush_seconds: float = Field(default=10.0, gt=0, description="...or once the oldest is this old.")
     activity: ActivityPolicy = Field(default_factory=ActivityPolicy)
     ranking: RankingPolicy = Field(default_factory=RankingPolicy)
     promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)

@@ -10,10 +10,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKeyConstraint, Index, Integer, String, Text, Uuid, false
+from sqlalchemy import Boolean, Float, ForeignKeyConstraint, Index, Integer, String, Text, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.storage.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON, UtcDateTime
 
 
 class ExperienceTemplateRow(Base):
@@ -32,8 +32,8 @@ class ExperienceTemplateRow(Base):
     # The text that was embedded, and a hash of the template's content for import de-duplication.
     text: Mapped[str] = mapped_column(Text)
     content_hash: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     # Set with every change of the row, cleared once Milvus holds that version: vectors are written
     # after the commit, and a failure there must leave work behind, not lose it.
     index_pending: Mapped[bool] = mapped_column(Boolean, default=True, server_default=false())
@@ -58,7 +58,7 @@ class ConfidenceChangeRow(Base):
     after: Mapped[float] = mapped_column(Float)
     reason: Mapped[str] = mapped_column(String(16))
     trajectory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
     seq: Mapped[int] = mapped_column(Integer)
 
     __table_args__ = (
@@ -76,6 +76,6 @@ class ServedOutcomeRow(Base):
     trajectory_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     owner: Mapped[str] = mapped_column(String(200))
     succeeded: Mapped[bool] = mapped_column()
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
 
     __table_args__ = (ForeignKeyConstraint(["template_id"], ["experience_templates.template_id"], ondelete="CASCADE"),)

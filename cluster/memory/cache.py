@@ -1,4 +1,4 @@
-"""Hot-query cache: owner-scoped, dropped for an owner whenever that owner's memories change."""
+"""Hot-query cache: owner-scoped, valid only at the owner's current generation, bounded in bytes."""
 
 from __future__ import annotations
 
@@ -12,58 +12,84 @@ from cluster.memory.models import MemoryQueryResult
 class QueryCache:
     """LRU of query results keyed by (owner, query); thread-safe.
 
-    Invalidation is per owner and O(1): each owner has a generation number that every write bumps,
-    and an entry from an older generation is a miss. Entries also go stale after ``ttl`` (and no
-    later than the earliest expiry among their hits), since time alone changes what a query may
-    return. ``hits`` and ``misses`` feed the cache-hit-rate metric.
+    Correct across processes: every change of an owner's memories bumps the owner's generation in
+    SQL (in the transaction that makes the change), the caller reads the generation at the start of
+    each query, and an entry is served only at the generation it was computed at. A forget or an
+    update made through any process is therefore never answered from any process's cache.
+    Entries also go stale after ``ttl`` (and no later than the earliest expiry among their hits),
+    since time alone changes what a query may return, and are never served to a query "earlier"
+    than the one that computed them.
+
+    The bound is ``max_bytes`` of serialised results (an answer's size varies by orders of
+    magnitude with ``top_k`` and the values); ``max_bytes=0`` disables the cache. ``hits`` and
+    ``misses`` feed the cache-hit-rate metric.
     """
 
-    def __init__(self, maxsize: int = 1024, ttl: timedelta = timedelta(seconds=30)) -> None:
-        self.maxsize = maxsize
+    def __init__(self, max_bytes: int = 32 * 1024 * 1024, ttl: timedelta = timedelta(seconds=30)) -> None:
+        self.max_bytes = max_bytes
         self.ttl = ttl
         self.hits = 0
         self.misses = 0
-        self._entries: OrderedDict[tuple[str, str], tuple[int, datetime, MemoryQueryResult]] = OrderedDict()
-        self._generations: dict[str, int] = {}
+        self.bytes = 0
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, owner: str, key: str, now: datetime) -> MemoryQueryResult | None:
-        if self.maxsize <= 0:
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def get(self, owner: str, key: str, generation: int, now: datetime) -> MemoryQueryResult | None:
+        if not self.enabled:
             return None
         with self._lock:
             entry = self._entries.get((owner, key))
             if entry is not None:
-                generation, fresh_until, result = entry
-                if generation == self._generations.get(owner, 0) and now < fresh_until:
+                if entry.generation == generation and entry.computed_at <= now < entry.fresh_until:
                     self._entries.move_to_end((owner, key))
                     self.hits += 1
-                    return result
-                del self._entries[(owner, key)]
+                    return entry.result
+                self._drop((owner, key))
             self.misses += 1
             return None
 
-    def put(self, owner: str, key: str, result: MemoryQueryResult, now: datetime) -> None:
-        if self.maxsize <= 0:
+    def put(self, owner: str, key: str, generation: int, result: MemoryQueryResult, now: datetime) -> None:
+        if not self.enabled:
+            return
+        size = len(key) + len(result.model_dump_json())
+        if size > self.max_bytes:
             return
         fresh_until = now + self.ttl
         for hit in result.hits:
             if hit.memory.expires_at is not None and hit.memory.expires_at < fresh_until:
                 fresh_until = hit.memory.expires_at
         with self._lock:
-            self._entries[(owner, key)] = (self._generations.get(owner, 0), fresh_until, result)
-            self._entries.move_to_end((owner, key))
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
+            if (owner, key) in self._entries:
+                self._drop((owner, key))
+            self._entries[(owner, key)] = _Entry(generation, now, fresh_until, result, size)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
 
-    def invalidate(self, owner: str) -> None:
-        with self._lock:
-            self._generations[owner] = self._generations.get(owner, 0) + 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+    def __len__(self) -> int:
+        return len(self._entries)
 
     @property
     def hit_rate(self) -> float:
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        self.bytes -= self._entries.pop(key).size
+
+
+class _Entry:
+    __slots__ = ("computed_at", "fresh_until", "generation", "result", "size")
+
+    def __init__(
+        self, generation: int, computed_at: datetime, fresh_until: datetime, result: MemoryQueryResult, size: int
+    ) -> None:
+        self.generation = generation
+        self.computed_at = computed_at
+        self.fresh_until = fresh_until
+        self.result = result
+        self.size = size

@@ -1,4 +1,5 @@
-"""Memory upkeep off the agents' path: delayed promotion, activity decay and archiving, TTL purge.
+"""Memory upkeep off the agents' path: delayed promotion, activity decay and archiving, TTL purge,
+and vector work a Milvus failure left queued.
 
 ``hindsight serve`` runs it on a Ray actor every ``maintenance.interval_s`` (deploy/serve.yaml);
 ``hindsight maintain`` runs it once (cron, a Kubernetes CronJob).
@@ -21,13 +22,17 @@ class MaintenanceSummary(Frozen):
     promoted: int = Field(ge=0, description="Logged turns promoted into long-term memory.")
     archived: int = Field(ge=0, description="Memories whose activity decayed below the threshold.")
     purged: int = Field(ge=0, description="Expired memories deleted from SQL and Milvus.")
+    indexed: int = Field(default=0, ge=0, description="Queued vector changes applied to Milvus.")
 
 
 def run_maintenance(memory: MemoryService, now: datetime | None = None) -> MaintenanceSummary:
     """One pass over every owner; each step is owner by owner inside the memory service."""
     promoted = memory.reevaluate(now=now)
-    archived = memory.decay_and_archive(now)
+    archived = memory.decay_and_archive(now)  # writes the accesses queries recorded first
     purged = memory.purge_expired(now)
-    summary = MaintenanceSummary(promoted=promoted.changed, archived=archived.changed, purged=purged.changed)
+    indexed = memory.sync_index()
+    summary = MaintenanceSummary(
+        promoted=promoted.changed, archived=archived.changed, purged=purged.changed, indexed=indexed
+    )
     logger.info("memory maintenance: %s", summary)
     return summary

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated
 
@@ -14,7 +13,10 @@ from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, Promoti
 
 # --------------------------------------------------------------------------------------- API models
 
-TopK = Annotated[int, Field(ge=1, le=100, description="How many memories to return.")]
+# Memories go into a prompt: 50 is far more than one prompt uses, and with values of at most
+# 16 KiB (MemoryLimits) bounds an answer to about 1 MB.
+MAX_TOP_K = 50
+TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many memories to return (at most {MAX_TOP_K}).")]
 
 
 class MemoryWrite(Frozen):
@@ -152,7 +154,3 @@ def _flatten(value: JsonValue) -> str:
     if isinstance(value, list):
         return " ".join(_flatten(v) for v in value)
     return "" if value is None else str(value)
-
-
-def dedupe(ids: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(ids))

@@ -1,14 +1,15 @@
 """Memory records in SQL (SQLite or Postgres): the source of truth for long-term memory.
 
 Every statement carries ``owner = :owner``; the owner is a function argument taken from the
-caller's credential. Methods run inside the caller's unit of work and never commit. ORM rows never
-leave this module: callers get :class:`StoredMemory` values.
+caller's credential. Methods run inside the caller's unit of work (``Database.transaction()`` for
+writes, ``Database.read()`` for queries) and never commit. ORM rows never leave this module:
+callers get :class:`StoredMemory` values and give :class:`NewMemory` ones.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from sqlalchemy import (
     Float,
     Integer,
     and_,
-    case,
+    bindparam,
     column,
     delete,
     func,
@@ -28,14 +29,24 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import NotFound
-from cluster.core.types import Frozen, as_utc
+from cluster.core.types import Frozen, utcnow
 from cluster.memory.models import MemoryRecord
-from cluster.memory.policy import MemoryScope, MemoryState, ScopeKind, terms
-from cluster.memory.tables import FTS_TABLE, PG_SEARCH_DOC, MemoryLogRow, MemoryRow
+from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, terms
+from cluster.memory.tables import (
+    FTS_TABLE,
+    PG_SEARCH_DOC,
+    IndexOp,
+    MemoryIndexQueueRow,
+    MemoryLogRow,
+    MemoryOwnerRow,
+    MemoryRow,
+)
+from cluster.storage.db import UtcDateTime
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -54,6 +65,59 @@ class StoredMemory(Frozen):
     activity: float
     activity_at: datetime
     session_bound: bool
+
+
+class NewMemory(Frozen):
+    """One memory version to insert: what the service decided, typed."""
+
+    memory_id: uuid.UUID
+    lineage_id: uuid.UUID
+    owner: str
+    scope: MemoryScope
+    key: str
+    version: int
+    text: str = Field(description="The searchable text of the value.")
+    value: MemoryValue
+    metadata: dict[str, Any]
+    entity: str | None
+    source_ids: tuple[str, ...]
+    context: str | None
+    created_at: datetime
+    validity: Validity
+    activity: float
+
+
+class IndexSource(Frozen):
+    """What a memory vector is made from: the text to embed and the fields Milvus filters on."""
+
+    seq: int
+    owner: str
+    scope_key: str
+    entity: str | None
+    text: str
+
+
+class IndexWork(Frozen):
+    """A queued vector operation (see ``MemoryIndexQueueRow``)."""
+
+    seq: int
+    owner: str
+    op: IndexOp
+
+
+class LoggedTurnRow(Frozen):
+    """A raw interaction to log."""
+
+    log_id: uuid.UUID
+    owner: str
+    session_id: str
+    speaker: str
+    text: str
+    at: datetime
+    metadata: dict[str, Any]
+    status: LogStatus
+    memory_id: uuid.UUID | None = None
+    evaluated_at: datetime | None = None
 
 
 class LexicalHit(Frozen):
@@ -78,7 +142,7 @@ class LoggedRow(Frozen):
     text: str
     at: datetime
     metadata: dict[str, Any]
-    status: str
+    status: LogStatus
 
 
 def _owned(owner: str) -> ColumnElement[bool]:
@@ -91,7 +155,7 @@ def _owned(owner: str) -> ColumnElement[bool]:
 
 
 def _record(row: MemoryRow) -> StoredMemory:
-    scope = MemoryScope(kind=ScopeKind(row.scope_kind), session_id=row.session_id, task_id=row.task_id)
+    scope = MemoryScope(kind=row.scope_kind, session_id=row.session_id, task_id=row.task_id)
     value: Any = row.data if row.data is not None else row.text
     record = MemoryRecord(
         memory_id=row.memory_id,
@@ -102,11 +166,11 @@ def _record(row: MemoryRow) -> StoredMemory:
         metadata=row.meta,
         source_ids=tuple(row.source_ids),
         version=row.version,
-        state=MemoryState(row.state),
+        state=row.state,
         archived=row.archived_at is not None,
-        created_at=as_utc(row.created_at),
-        valid_from=as_utc(row.valid_from),
-        expires_at=as_utc(row.expires_at) if row.expires_at is not None else None,
+        created_at=row.created_at,
+        valid_from=row.valid_from,
+        expires_at=row.expires_at,
     )
     return StoredMemory(
         seq=row.seq,
@@ -114,7 +178,7 @@ def _record(row: MemoryRow) -> StoredMemory:
         record=record,
         text=row.text,
         activity=row.activity,
-        activity_at=as_utc(row.activity_at),
+        activity_at=row.activity_at,
         session_bound=row.session_bound,
     )
 
@@ -138,9 +202,33 @@ class SqlMemoryStore:
         ).first()
         return _record(row) if row is not None else None
 
-    def insert(self, session: Session, **values: Any) -> int:
-        """Insert one version; returns its ``seq`` (the Milvus primary key)."""
-        row = MemoryRow(**values)
+    def insert(self, session: Session, new: NewMemory) -> int:
+        """Insert one version; returns its ``seq`` (the Milvus primary key, never handed out twice)."""
+        row = MemoryRow(
+            memory_id=new.memory_id,
+            lineage_id=new.lineage_id,
+            owner=new.owner,
+            scope_kind=new.scope.kind,
+            scope_key=new.scope.key,
+            session_id=new.scope.session_id,
+            task_id=new.scope.task_id,
+            key=new.key,
+            version=new.version,
+            state=MemoryState.CURRENT,
+            text=new.text,
+            data=new.value if isinstance(new.value, dict) else None,
+            meta=new.metadata,
+            entity=new.entity,
+            source_ids=list(new.source_ids),
+            context=new.context,
+            created_at=new.created_at,
+            valid_from=new.validity.valid_from,
+            expires_at=new.validity.expires_at,
+            session_bound=new.validity.session_bound,
+            activity=new.activity,
+            activity_at=new.created_at,
+            access_count=0,
+        )
         session.add(row)
         session.flush()
         return row.seq
@@ -149,7 +237,7 @@ class SqlMemoryStore:
         session.execute(
             update(MemoryRow)
             .where(MemoryRow.owner == owner, MemoryRow.seq == seq)
-            .values(state=MemoryState.SUPERSEDED.value, superseded_at=at, superseded_by=by)
+            .values(state=MemoryState.SUPERSEDED, superseded_at=at, superseded_by=by)
         )
 
     def get(self, session: Session, owner: str, memory_id: uuid.UUID) -> StoredMemory:
@@ -171,18 +259,38 @@ class SqlMemoryStore:
         result = session.execute(delete(MemoryRow).where(_owned(owner), MemoryRow.seq.in_(list(seqs))))
         return int(getattr(result, "rowcount", 0) or 0)
 
-    def touch(self, session: Session, owner: str, scores: dict[int, float], at: datetime) -> None:
-        """Record accesses: the new (reinforced) activity per seq, in one statement."""
-        if not scores:
-            return
-        session.execute(
-            update(MemoryRow)
-            .where(_owned(owner), MemoryRow.seq.in_(list(scores)))
-            .values(
-                activity=case(scores, value=MemoryRow.seq, else_=MemoryRow.activity),
-                activity_at=at,
-                access_count=MemoryRow.access_count + 1,
+    def activity_of(self, session: Session, owner: str, seqs: Sequence[int]) -> dict[int, tuple[float, datetime]]:
+        """The stored (activity, when it was set) of those of ``seqs`` that still exist."""
+        out: dict[int, tuple[float, datetime]] = {}
+        for start in range(0, len(seqs), 500):
+            chunk = list(seqs[start : start + 500])
+            stmt = select(MemoryRow.seq, MemoryRow.activity, MemoryRow.activity_at).where(
+                _owned(owner), MemoryRow.seq.in_(chunk)
             )
+            out.update((seq, (activity, at)) for seq, activity, at in session.execute(stmt))
+        return out
+
+    def set_activity(self, session: Session, owner: str, changes: Mapping[int, tuple[float, datetime, int]]) -> None:
+        """Record accesses: per seq the new activity, when it was set, and how many accesses to add."""
+        if not changes:
+            return
+        # One compiled statement run for many rows (executemany): a CASE over hundreds of seqs
+        # costs more to compile than to run.
+        stmt = (
+            update(MemoryRow.__table__)  # type: ignore[arg-type]
+            .where(MemoryRow.__table__.c.owner == bindparam("b_owner"), MemoryRow.__table__.c.seq == bindparam("b_seq"))
+            .values(
+                activity=bindparam("b_activity"),
+                activity_at=bindparam("b_at", type_=UtcDateTime),
+                access_count=MemoryRow.__table__.c.access_count + bindparam("b_count"),
+            )
+        )
+        session.execute(
+            stmt,
+            [
+                {"b_owner": owner, "b_seq": seq, "b_activity": activity, "b_at": at, "b_count": count}
+                for seq, (activity, at, count) in changes.items()
+            ],
         )
 
     def set_archived(self, session: Session, owner: str, seqs: Sequence[int], at: datetime | None) -> None:
@@ -228,7 +336,7 @@ class SqlMemoryStore:
             if not vis.include_history:
                 conds.append(or_(MemoryRow.superseded_at.is_(None), MemoryRow.superseded_at > vis.as_of))
         elif not vis.include_history:
-            conds.append(MemoryRow.state == MemoryState.CURRENT.value)
+            conds.append(MemoryRow.state == MemoryState.CURRENT)
         return conds
 
     def visible(self, session: Session, owner: str, seqs: Iterable[int], vis: Visibility) -> dict[int, StoredMemory]:
@@ -375,7 +483,7 @@ class SqlMemoryStore:
             select(MemoryRow).where(
                 MemoryRow.owner == owner,
                 MemoryRow.archived_at.is_(None),
-                MemoryRow.state == MemoryState.CURRENT.value,
+                MemoryRow.state == MemoryState.CURRENT,
                 MemoryRow.activity_at < before,
             )
         )
@@ -401,17 +509,34 @@ class SqlMemoryStore:
 
     # ------------------------------------------------------------------------------------ raw log
 
-    def log(self, session: Session, **values: Any) -> None:
-        session.add(MemoryLogRow(**values))
+    def log(self, session: Session, turn: LoggedTurnRow) -> None:
+        session.add(
+            MemoryLogRow(
+                log_id=turn.log_id,
+                owner=turn.owner,
+                session_id=turn.session_id,
+                speaker=turn.speaker,
+                text=turn.text,
+                at=turn.at,
+                meta=turn.metadata,
+                status=turn.status,
+                memory_id=turn.memory_id,
+                evaluated_at=turn.evaluated_at,
+            )
+        )
         session.flush()
 
     def log_owners(self, session: Session) -> list[str]:
-        return list(session.scalars(select(MemoryLogRow.owner).where(MemoryLogRow.status == "pending").distinct()))
+        return list(
+            session.scalars(select(MemoryLogRow.owner).where(MemoryLogRow.status == LogStatus.PENDING).distinct())
+        )
 
     def log_since(self, session: Session, owner: str) -> list[LoggedRow]:
         """The owner's log from its oldest pending turn on, in time order."""
         first = session.scalar(
-            select(func.min(MemoryLogRow.at)).where(MemoryLogRow.owner == owner, MemoryLogRow.status == "pending")
+            select(func.min(MemoryLogRow.at)).where(
+                MemoryLogRow.owner == owner, MemoryLogRow.status == LogStatus.PENDING
+            )
         )
         if first is None:
             return []
@@ -426,7 +551,7 @@ class SqlMemoryStore:
                 session_id=r.session_id,
                 speaker=r.speaker,
                 text=r.text,
-                at=as_utc(r.at),
+                at=r.at,
                 metadata=r.meta,
                 status=r.status,
             )
@@ -434,10 +559,99 @@ class SqlMemoryStore:
         ]
 
     def mark_log(
-        self, session: Session, owner: str, log_id: uuid.UUID, status: str, at: datetime, memory_id: uuid.UUID | None
+        self,
+        session: Session,
+        owner: str,
+        log_id: uuid.UUID,
+        status: LogStatus,
+        at: datetime,
+        memory_id: uuid.UUID | None,
     ) -> None:
         session.execute(
             update(MemoryLogRow)
             .where(and_(MemoryLogRow.owner == owner, MemoryLogRow.log_id == log_id))
             .values(status=status, evaluated_at=at, memory_id=memory_id)
         )
+
+    # ------------------------------------------------------------------------- index queue, generations
+
+    def queue_index(self, session: Session, owner: str, seqs: Sequence[int], op: IndexOp) -> None:
+        """Queue vector work for ``seqs`` in this unit of work; a later operation on a seq replaces an earlier one.
+
+        Stamped with the wall clock, not the write's (possibly simulated) time: the age of queued
+        work tells whether the process that queued it may still be doing it.
+        """
+        if not seqs:
+            return
+        at = utcnow()
+        rows = [{"seq": seq, "owner": owner, "op": op, "queued_at": at} for seq in dict.fromkeys(seqs)]
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            stmt = self._insert(MemoryIndexQueueRow).values(chunk)
+            session.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[MemoryIndexQueueRow.seq],
+                    set_={"op": stmt.excluded.op, "queued_at": stmt.excluded.queued_at},
+                )
+            )
+
+    def queued(self, session: Session, owner: str | None, before: datetime, limit: int) -> list[IndexWork]:
+        """Vector work queued up to ``before`` (of one owner, or of all), oldest first."""
+        stmt = select(MemoryIndexQueueRow.seq, MemoryIndexQueueRow.owner, MemoryIndexQueueRow.op).where(
+            MemoryIndexQueueRow.queued_at <= before
+        )
+        if owner is not None:
+            stmt = stmt.where(MemoryIndexQueueRow.owner == owner)
+        stmt = stmt.order_by(MemoryIndexQueueRow.queued_at, MemoryIndexQueueRow.seq).limit(limit)
+        return [IndexWork(seq=seq, owner=who, op=op) for seq, who, op in session.execute(stmt)]
+
+    def index_done(self, session: Session, owner: str, done: Sequence[IndexWork]) -> None:
+        """Remove finished work; an entry whose operation changed meanwhile (upsert → delete) stays."""
+        for op in IndexOp:
+            seqs = [w.seq for w in done if w.op is op]
+            for start in range(0, len(seqs), 500):
+                session.execute(
+                    delete(MemoryIndexQueueRow).where(
+                        MemoryIndexQueueRow.owner == owner,
+                        MemoryIndexQueueRow.op == op,
+                        MemoryIndexQueueRow.seq.in_(seqs[start : start + 500]),
+                    )
+                )
+
+    def index_sources(self, session: Session, owner: str, seqs: Sequence[int]) -> list[IndexSource]:
+        """What the vectors of those of ``seqs`` that still exist are made from."""
+        out: list[IndexSource] = []
+        for start in range(0, len(seqs), 500):
+            stmt = select(MemoryRow.seq, MemoryRow.scope_key, MemoryRow.entity, MemoryRow.text).where(
+                _owned(owner), MemoryRow.seq.in_(list(seqs[start : start + 500]))
+            )
+            out.extend(
+                IndexSource(seq=seq, owner=owner, scope_key=scope_key, entity=entity, text=text)
+                for seq, scope_key, entity, text in session.execute(stmt)
+            )
+        return out
+
+    def clear_queue(self, session: Session, owner: str) -> None:
+        """Forget all queued work of the owner (after a full rebuild from SQL)."""
+        session.execute(delete(MemoryIndexQueueRow).where(MemoryIndexQueueRow.owner == owner))
+
+    def bump_generation(self, session: Session, owner: str) -> None:
+        """Mark a change of the owner's memories, in the transaction that makes it.
+
+        On Postgres the row lock also queues concurrent writers of one owner behind each other.
+        """
+        stmt = self._insert(MemoryOwnerRow).values(owner=owner, generation=1)
+        session.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[MemoryOwnerRow.owner], set_={"generation": MemoryOwnerRow.generation + 1}
+            )
+        )
+
+    def generation(self, session: Session, owner: str) -> int:
+        """The owner's current generation (0 before the first change): a primary-key lookup."""
+        found = session.scalar(select(MemoryOwnerRow.generation).where(MemoryOwnerRow.owner == owner))
+        return int(found or 0)
+
+    def _insert(self, table: type[MemoryIndexQueueRow] | type[MemoryOwnerRow]) -> Any:
+        # An upsert statement exists in both dialects, with the same interface.
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)

@@ -4,14 +4,20 @@ SQL holds every memory version (the source of truth); Milvus holds one vector pe
 derived and rebuildable (:meth:`MemoryService.reindex`). Every method takes the ``owner`` from
 the caller's credential as its first argument; no request model carries an owner.
 
-Write order: embed first (slow, outside any transaction), then in one unit of work insert the SQL
-rows and the vectors, and commit. A failed vector insert rolls the SQL back; a vector left behind
-by a failed commit is harmless, because SQL filters every candidate.
+Write order: embed first (slow, outside any transaction); then one write transaction inserts the
+SQL rows, queues their vectors (``memory_index_queue``) and bumps the owner's generation; after the
+commit the vectors go to Milvus and a short second transaction clears the queue entries. If Milvus
+fails, the write still stands (it is durable and found lexically) and the queued work is done by
+the next write of the owner or by maintenance (:meth:`MemoryService.sync_index`).
+
+Queries are read-only units of work (``Database.read()``): they never wait for SQLite's writer.
+The accesses they record are written later, in batches (:mod:`cluster.memory.access`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -23,7 +29,8 @@ from sqlalchemy.orm import Session
 
 from cluster.core.errors import Conflict, InvalidInput
 from cluster.core.ports import Embedder
-from cluster.core.types import Frozen, JsonObject, as_utc, utcnow
+from cluster.core.types import JsonObject, as_utc, utcnow
+from cluster.memory.access import AccessLog
 from cluster.memory.cache import QueryCache
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
 from cluster.memory.models import (
@@ -45,6 +52,8 @@ from cluster.memory.models import (
 from cluster.memory.policy import (
     ActivityPolicy,
     LoggedTurn,
+    LogStatus,
+    MemoryLimits,
     MemoryScope,
     MemoryState,
     MemoryValue,
@@ -60,7 +69,9 @@ from cluster.memory.policy import (
     validity_for,
     write_trigger,
 )
-from cluster.memory.repository import SqlMemoryStore, StoredMemory, Visibility
+from cluster.memory.repository import LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
+from cluster.memory.tables import IndexOp
+from cluster.memory.upkeep import Upkeep
 from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
@@ -69,20 +80,10 @@ MAX_DENSE_CANDIDATES = 4096
 M = TypeVar("M", bound=BaseModel)
 
 
-class MemoryStats(Frozen):
-    """Counters for the metrics endpoint."""
-
-    writes: int
-    queries: int
-    cache_hits: int
-    cache_misses: int
-    cache_hit_rate: float
-
-
 def check_owner(owner: str) -> str:
     """The owner comes from a credential, but a bad one must still never reach a store."""
-    if not isinstance(owner, str) or not owner or len(owner) > 200 or "\x00" in owner:
-        raise InvalidInput("owner must be a non-empty string of at most 200 characters without NUL")
+    if not isinstance(owner, str) or not owner or len(owner) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in owner):
+        raise InvalidInput("owner must be a non-empty string of at most 200 characters without control characters")
     return owner
 
 
@@ -96,8 +97,13 @@ class MemoryService:
         activity: decay, reinforcement and archive rules.
         ranking: fusion weights and candidate counts.
         promotion: when a raw turn turned out to matter.
-        cache_size: hot-query cache entries (0 disables the cache).
-        cache_ttl: how long a cached result may be served without a write.
+        limits: size limits of values, metadata and context.
+        cache_bytes: hot-query cache bound in bytes of serialised results (0 disables the cache).
+        cache_ttl: how long a cached result may be served while the owner's memories do not change.
+        access_flush_entries: write recorded accesses once this many are waiting ...
+        access_flush_interval: ... or once the oldest has waited this long.
+        index_retry_after: queued vector work older than this is retried by the owner's next write
+            (younger work may still be in flight in another process).
     """
 
     def __init__(
@@ -109,8 +115,12 @@ class MemoryService:
         activity: ActivityPolicy | None = None,
         ranking: RankingPolicy | None = None,
         promotion: PromotionPolicy | None = None,
-        cache_size: int = 1024,
+        limits: MemoryLimits | None = None,
+        cache_bytes: int = 32 * 1024 * 1024,
         cache_ttl: timedelta = timedelta(seconds=30),
+        access_flush_entries: int = 1000,
+        access_flush_interval: timedelta = timedelta(seconds=10),
+        index_retry_after: timedelta = timedelta(seconds=60),
     ) -> None:
         if embedder.dimension != index.dimension:
             raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, the index holds {index.dimension}-d")
@@ -121,9 +131,19 @@ class MemoryService:
         self.activity = activity or ActivityPolicy()
         self.ranking = ranking or RankingPolicy()
         self.promotion = promotion or PromotionPolicy()
-        self.cache = QueryCache(cache_size, cache_ttl)
-        self.writes = 0
-        self.queries = 0
+        self.limits = limits or MemoryLimits()
+        self.cache = QueryCache(cache_bytes, cache_ttl)
+        self.accesses = AccessLog(access_flush_entries, access_flush_interval)
+        self._flushing = threading.Lock()
+        self.upkeep = Upkeep(
+            database,
+            self.store,
+            index,
+            embedder,
+            self.activity,
+            self.accesses,
+            retry_after=index_retry_after,
+        )
 
     # ------------------------------------------------------------------------------------- write
 
@@ -143,7 +163,8 @@ class MemoryService:
     ) -> uuid.UUID:
         """Store ``value`` under ``key``; an existing key in the same scope gets a new version.
 
-        Returns the new version's memory id. Raises ``InvalidInput`` for malformed fields.
+        Returns the new version's memory id. Raises ``InvalidInput`` for malformed fields and
+        ``LimitExceeded`` for a value, metadata or context over its size limit.
         """
         request = _parse(
             MemoryWrite,
@@ -169,15 +190,20 @@ class MemoryService:
         check_owner(owner)
         if not requests:
             return []
+        for request in requests:
+            self._check(owner, request)
         now = now or utcnow()
         validities = [validity_for(r.ttl, r.scope, now) for r in requests]
         texts = [value_text(r.value) for r in requests]
         vectors = self.embedder.embed(texts)
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, requests, texts, validities, now)
-            self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
-        self._changed(owner, len(results))
+        self._settle(owner, _with_vectors(rows, vectors))
         return results
+
+    def _check(self, owner: str, request: MemoryWrite) -> None:
+        self.limits.check(request.value, request.metadata, request.context)
+        self.index.check(owner, request.scope.key, request.entity)
 
     def _insert_versions(
         self,
@@ -188,46 +214,42 @@ class MemoryService:
         validities: Sequence[Validity],
         now: datetime,
     ) -> tuple[list[MemoryWriteResult], list[VectorRow]]:
+        """Insert the versions, supersede what they replace, queue their vectors, bump the generation."""
+        # First, so concurrent writers of one owner queue on its row (Postgres) instead of racing.
+        self.store.bump_generation(session, owner)
         results: list[MemoryWriteResult] = []
         rows: list[VectorRow] = []
         for request, text, validity in zip(requests, texts, validities, strict=True):
             previous = self.store.latest(session, owner, request.scope.key, request.key)
             memory_id = uuid.uuid4()
+            new = NewMemory(
+                memory_id=memory_id,
+                lineage_id=previous.lineage_id if previous else uuid.uuid4(),
+                owner=owner,
+                scope=request.scope,
+                key=request.key,
+                version=_version(previous),
+                text=text,
+                value=request.value,
+                metadata=request.metadata,
+                entity=request.entity,
+                source_ids=request.source_ids,
+                context=request.context,
+                created_at=now,
+                validity=validity,
+                activity=self.activity.initial,
+            )
             try:
-                seq = self.store.insert(
-                    session,
-                    memory_id=memory_id,
-                    lineage_id=previous.lineage_id if previous else uuid.uuid4(),
-                    owner=owner,
-                    scope_kind=request.scope.kind.value,
-                    scope_key=request.scope.key,
-                    session_id=request.scope.session_id,
-                    task_id=request.scope.task_id,
-                    key=request.key,
-                    version=next_version(previous.record.version if previous else None),
-                    state=MemoryState.CURRENT.value,
-                    text=text,
-                    data=request.value if isinstance(request.value, dict) else None,
-                    meta=request.metadata,
-                    entity=request.entity,
-                    source_ids=list(request.source_ids),
-                    context=request.context,
-                    created_at=now,
-                    valid_from=validity.valid_from,
-                    expires_at=validity.expires_at,
-                    session_bound=validity.session_bound,
-                    activity=self.activity.initial,
-                    activity_at=now,
-                    access_count=0,
-                )
+                seq = self.store.insert(session, new)
             except IntegrityError as exc:
                 raise Conflict(f"memory key {request.key!r} was written concurrently; retry the write") from exc
             superseded = None
             if previous is not None and previous.record.state is MemoryState.CURRENT:
                 self.store.supersede(session, owner, previous.seq, memory_id, now)
                 superseded = previous.record.memory_id
-            results.append(MemoryWriteResult(memory_id=memory_id, version=_version(previous), superseded_id=superseded))
+            results.append(MemoryWriteResult(memory_id=memory_id, version=new.version, superseded_id=superseded))
             rows.append(VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=[]))
+        self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT)
         return results, rows
 
     def update(
@@ -240,7 +262,7 @@ class MemoryService:
         """The ``memory_update`` tool. Raises ``NotFound`` (unknown for this owner) or ``Conflict`` (superseded)."""
         check_owner(owner)
         now = now or utcnow()
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             current = self.store.get(session, owner, request.memory_id)
         if current.record.state is not MemoryState.CURRENT:
             raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
@@ -253,6 +275,7 @@ class MemoryService:
             entity=old.entity,
             source_ids=old.source_ids,
         )
+        self._check(owner, write)
         validity = Validity(valid_from=old.valid_from, expires_at=old.expires_at, session_bound=current.session_bound)
         text = value_text(request.value)
         vectors = self.embedder.embed([text])
@@ -261,8 +284,7 @@ class MemoryService:
             if latest is None or latest.record.memory_id != old.memory_id:
                 raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
             results, rows = self._insert_versions(session, owner, [write], [text], [validity], now)
-            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
-        self._changed(owner, 1)
+        self._settle(owner, _with_vectors(rows, vectors))
         return results[0]
 
     def forget(self, owner: str, memory_id: uuid.UUID) -> MemoryForgetResult:
@@ -276,16 +298,30 @@ class MemoryService:
             found = self.store.get(session, owner, request.memory_id)
             seqs = self.store.lineage_seqs(session, owner, found.lineage_id)
             removed = self.store.delete_seqs(session, owner, seqs)
-            self.index.delete(owner, seqs)
-        self._changed(owner, 0)
+            self.store.queue_index(session, owner, seqs, IndexOp.DELETE)
+            self.store.bump_generation(session, owner)
+        self._settle(owner, deletes=seqs)
         logger.info("forgot memory %s (%s versions)", request.memory_id, removed)
         return MemoryForgetResult(memory_id=request.memory_id, removed_versions=removed)
 
     def get(self, owner: str, memory_id: uuid.UUID) -> MemoryRecord:
         """One version by id, whatever its state. Raises ``NotFound``."""
         check_owner(owner)
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             return self.store.get(session, owner, memory_id).record
+
+    # ------------------------------------------------------------------------------ derived state
+
+    def sync_index(self, owner: str | None = None) -> int:
+        """Do all queued vector work (left by a Milvus failure, or by migration 0004); returns items done."""
+        return self.upkeep.sync_index(check_owner(owner) if owner is not None else None)
+
+    def flush_accesses(self) -> int:
+        """Write the accesses this process's queries recorded; returns how many."""
+        return self.upkeep.flush_accesses()
+
+    def _settle(self, owner: str, upserts: Sequence[VectorRow] = (), deletes: Sequence[int] = ()) -> None:
+        self.upkeep.settle(owner, upserts, deletes)
 
     # ------------------------------------------------------------------------------------- query
 
@@ -314,14 +350,18 @@ class MemoryService:
         return self.run_query(owner, request, now=now)
 
     def run_query(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
-        """The ``memory_query`` tool: takes and returns models."""
+        """The ``memory_query`` tool: takes and returns models. A read-only unit of work."""
         check_owner(owner)
         now = now or utcnow()
-        self.queries += 1
         cache_key = request.model_dump_json()
-        cached = self.cache.get(owner, cache_key, now)
-        if cached is not None:
-            return cached.model_copy(update={"cached": True})
+        generation = 0
+        if self.cache.enabled:
+            # Read first: what the query reads below is at least this new, so the entry is never staler than its tag.
+            with self.db.read() as session:
+                generation = self.store.generation(session, owner)
+            cached = self.cache.get(owner, cache_key, generation, now)
+            if cached is not None:
+                return cached.model_copy(update={"cached": True})
         valid_at = request.valid_at or request.as_of or now
         vis = Visibility(
             valid_at=valid_at,
@@ -331,7 +371,7 @@ class MemoryService:
             as_of=request.as_of,
         )
         vector = self.embedder.embed([request.query])[0]
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             lexical = {
                 h.seq: h.score
                 for h in self.store.lexical(
@@ -348,17 +388,21 @@ class MemoryService:
             top = ranked[: request.top_k]
             # Full records only for what is returned: building them is the costly part.
             rows = self.store.visible(session, owner, [seq for _, seq in top], vis)
-            top = [(fused, seq) for fused, seq in top if seq in rows]
-            hits = self._explain(top, rows, dense, lexical, vis, now)
-            self.store.touch(
-                session,
-                owner,
-                {seq: self.activity.reinforced(rows[seq].activity, rows[seq].activity_at, now) for _, seq in top},
-                now,
-            )
+        top = [(fused, seq) for fused, seq in top if seq in rows]
+        hits = self._explain(owner, top, rows, dense, lexical, vis, now)
         result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked))
-        self.cache.put(owner, cache_key, result, now)
+        self.cache.put(owner, cache_key, generation, result, now)
+        self.accesses.add(owner, [seq for _, seq in top], now)
+        if self.accesses.due(now) and self._flushing.acquire(blocking=False):
+            # Off the query path: writing 1000 accesses takes ~70 ms, and may queue behind a writer.
+            threading.Thread(target=self._flush_in_background, name="memory-accesses", daemon=True).start()
         return result
+
+    def _flush_in_background(self) -> None:
+        try:
+            self.flush_accesses()
+        finally:
+            self._flushing.release()
 
     def _dense(self, session: Session, owner: str, vector: Sequence[float], vis: Visibility) -> dict[int, float]:
         """Vector candidates that pass the SQL filters, best first (seq -> cosine similarity).
@@ -389,6 +433,7 @@ class MemoryService:
 
     def _explain(
         self,
+        owner: str,
         top: list[tuple[float, int]],
         rows: dict[int, StoredMemory],
         dense: dict[int, float],
@@ -409,7 +454,7 @@ class MemoryService:
                 lexical_score=lexical.get(seq),
                 lexical_rank=lexical_rank.get(seq),
                 fused=fused,
-                activity=self.activity.decayed(stored.activity, stored.activity_at, now),
+                activity=self.accesses.activity(self.activity, owner, seq, stored.activity, stored.activity_at, now),
             )
             hits.append(MemoryHit(memory=stored.record, score=fused, why=why))
         return hits
@@ -422,49 +467,34 @@ class MemoryService:
         check_owner(owner)
         if not session_id or len(session_id) > 200 or "\x00" in session_id:
             raise InvalidInput("session_id must be a non-empty string of at most 200 characters without NUL")
+        # A logged turn may become a memory value later: it must fit one.
+        self.limits.check(turn.text, turn.metadata)
         now = now or utcnow()
-        at = as_utc(turn.at) if turn.at is not None else now
-        log_id = uuid.uuid4()
-        reason = write_trigger(turn.text)
-        if reason is None:
-            with self.db.transaction() as session:
-                self._log(session, owner, log_id, session_id, turn, at, "pending", None, None)
-            return ObserveResult(log_id=log_id)
-        request = self._promoted_write(log_id, session_id, turn.speaker, turn.text, reason, turn.metadata, ())
-        vectors = self.embedder.embed([turn.text])
-        validity = validity_for(request.ttl, request.scope, now)
-        with self.db.transaction() as session:
-            results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
-            self._log(session, owner, log_id, session_id, turn, at, "promoted", results[0].memory_id, now)
-            self.index.insert([rows[0].model_copy(update={"vector": vectors[0]})])
-        self._changed(owner, 1)
-        return ObserveResult(log_id=log_id, promoted=results[0], reason=reason)
-
-    def _log(
-        self,
-        session: Session,
-        owner: str,
-        log_id: uuid.UUID,
-        session_id: str,
-        turn: Turn,
-        at: datetime,
-        status: str,
-        memory_id: uuid.UUID | None,
-        evaluated_at: datetime | None,
-    ) -> None:
-        self.store.log(
-            session,
-            log_id=log_id,
+        log = LoggedTurnRow(
+            log_id=uuid.uuid4(),
             owner=owner,
             session_id=session_id,
             speaker=turn.speaker,
             text=turn.text,
-            at=at,
-            meta=turn.metadata,
-            status=status,
-            memory_id=memory_id,
-            evaluated_at=evaluated_at,
+            at=as_utc(turn.at) if turn.at is not None else now,
+            metadata=turn.metadata,
+            status=LogStatus.PENDING,
         )
+        reason = write_trigger(turn.text)
+        if reason is None:
+            with self.db.transaction() as session:
+                self.store.log(session, log)
+            return ObserveResult(log_id=log.log_id)
+        request = self._promoted_write(log.log_id, session_id, turn.speaker, turn.text, reason, turn.metadata, ())
+        self._check(owner, request)
+        vectors = self.embedder.embed([turn.text])
+        validity = validity_for(request.ttl, request.scope, now)
+        with self.db.transaction() as session:
+            results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
+            promoted = {"status": LogStatus.PROMOTED, "memory_id": results[0].memory_id, "evaluated_at": now}
+            self.store.log(session, log.model_copy(update=promoted))
+        self._settle(owner, _with_vectors(rows, vectors))
+        return ObserveResult(log_id=log.log_id, promoted=results[0], reason=reason)
 
     @staticmethod
     def _promoted_write(
@@ -495,17 +525,17 @@ class MemoryService:
         """
         now = now or utcnow()
         if owner is None:
-            with self.db.transaction() as session:
+            with self.db.read() as session:
                 owners = self.store.log_owners(session)
         else:
             owners = [check_owner(owner)]
         scanned = 0
         promoted: list[uuid.UUID] = []
         for who in owners:
-            with self.db.transaction() as session:
+            with self.db.read() as session:
                 logged = self.store.log_since(session, who)
-            scanned += sum(1 for r in logged if r.status == "pending")
-            pending = {r.log_id: r for r in logged if r.status == "pending"}
+            pending = {r.log_id: r for r in logged if r.status is LogStatus.PENDING}
+            scanned += len(pending)
             turns = [
                 LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
                 for r in logged
@@ -529,14 +559,12 @@ class MemoryService:
             with self.db.transaction() as session:
                 results, rows = self._insert_versions(session, who, requests, texts, validities, now)
                 for decision, result in zip(decisions, results, strict=True):
-                    self.store.mark_log(session, who, decision.log_id, "promoted", now, result.memory_id)
+                    self.store.mark_log(session, who, decision.log_id, LogStatus.PROMOTED, now, result.memory_id)
                 decided = {d.log_id for d in decisions}
                 for log_id, row in pending.items():
                     if log_id not in decided and now - row.at > self.promotion.horizon:
-                        self.store.mark_log(session, who, log_id, "kept", now, None)
-                self.index.insert([r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)])
-            if results:
-                self._changed(who, len(results))
+                        self.store.mark_log(session, who, log_id, LogStatus.KEPT, now, None)
+            self._settle(who, _with_vectors(rows, vectors))
             promoted.extend(r.memory_id for r in results)
         logger.info("re-evaluation scanned %s pending turns, promoted %s", scanned, len(promoted))
         return MaintenanceReport(scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted))
@@ -546,12 +574,13 @@ class MemoryService:
     def _owners(self, owner: str | None) -> list[str]:
         if owner is not None:
             return [check_owner(owner)]
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             return self.store.owners(session)
 
     def decay_and_archive(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
         """Archive current memories whose decayed activity fell below the threshold."""
         now = now or utcnow()
+        self.flush_accesses()  # the decision must count the accesses queries recorded
         cutoff = self.activity.archive_candidates_before(now)
         scanned = 0
         archived: list[uuid.UUID] = []
@@ -560,9 +589,9 @@ class MemoryService:
                 stale = self.store.stale(session, who, cutoff)
                 scanned += len(stale)
                 gone = [m for m in stale if self.activity.should_archive(m.activity, m.activity_at, now)]
-                self.store.set_archived(session, who, [m.seq for m in gone], now)
-            if gone:
-                self._changed(who, 0)
+                if gone:
+                    self.store.set_archived(session, who, [m.seq for m in gone], now)
+                    self.store.bump_generation(session, who)
             archived.extend(m.record.memory_id for m in gone)
         return MaintenanceReport(scanned=scanned, changed=len(archived), memory_ids=tuple(archived))
 
@@ -573,7 +602,7 @@ class MemoryService:
         with self.db.transaction() as session:
             found = self.store.get(session, owner, memory_id)
             self.store.restore(session, owner, found.seq, self.activity.initial, now)
-        self._changed(owner, 0)
+            self.store.bump_generation(session, owner)
         return found.record.model_copy(update={"archived": False})
 
     def end_session(self, owner: str, session_id: str, *, now: datetime | None = None) -> MaintenanceReport:
@@ -582,7 +611,8 @@ class MemoryService:
         now = now or utcnow()
         with self.db.transaction() as session:
             changed = self.store.end_session(session, owner, session_id, now)
-        self._changed(owner, 0)
+            if changed:
+                self.store.bump_generation(session, owner)
         return MaintenanceReport(scanned=changed, changed=changed)
 
     def purge_expired(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
@@ -592,28 +622,30 @@ class MemoryService:
         for who in self._owners(owner):
             with self.db.transaction() as session:
                 seqs = self.store.expired_seqs(session, who, now)
-                removed += self.store.delete_seqs(session, who, seqs)
-                self.index.delete(who, seqs)
-            if seqs:
-                self._changed(who, 0)
+                if seqs:
+                    removed += self.store.delete_seqs(session, who, seqs)
+                    self.store.queue_index(session, who, seqs, IndexOp.DELETE)
+                    self.store.bump_generation(session, who)
+            self._settle(who, deletes=seqs)
         return MaintenanceReport(scanned=removed, changed=removed)
 
     def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
         """Rebuild Milvus from SQL (all owners, or one); returns the vectors written."""
+        stale: set[int] = set()
         if owner is None:
             self.index.reset()
         else:
-            self.index.delete_owner(check_owner(owner))
+            stale = self.index.seqs(check_owner(owner))
         written = 0
         for who in self._owners(owner):
             after = -1
             while True:
-                with self.db.transaction() as session:
+                with self.db.read() as session:
                     page = self.store.all_rows(session, who, after, batch_size)
                 if not page:
                     break
                 vectors = self.embedder.embed([m.text for m in page])
-                self.index.insert(
+                self.index.upsert(
                     [
                         VectorRow(seq=m.seq, owner=who, scope_key=m.record.scope.key, entity=m.record.entity, vector=v)
                         for m, v in zip(page, vectors, strict=True)
@@ -621,28 +653,22 @@ class MemoryService:
                 )
                 written += len(page)
                 after = page[-1].seq
-            self.cache.invalidate(who)
+                stale.difference_update(m.seq for m in page)
+            self.index.delete(who, sorted(stale))
+            with self.db.transaction() as session:
+                # Everything queued is done now (deletes included: their rows were not rewritten).
+                self.store.clear_queue(session, who)
+                self.store.bump_generation(session, who)
         logger.info("reindexed %s memory vectors", written)
         return written
-
-    # ----------------------------------------------------------------------------------- metrics
-
-    def stats(self) -> MemoryStats:
-        return MemoryStats(
-            writes=self.writes,
-            queries=self.queries,
-            cache_hits=self.cache.hits,
-            cache_misses=self.cache.misses,
-            cache_hit_rate=self.cache.hit_rate,
-        )
-
-    def _changed(self, owner: str, writes: int) -> None:
-        self.writes += writes
-        self.cache.invalidate(owner)
 
 
 def _version(previous: StoredMemory | None) -> int:
     return next_version(previous.record.version if previous else None)
+
+
+def _with_vectors(rows: Sequence[VectorRow], vectors: Sequence[list[float]]) -> list[VectorRow]:
+    return [r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)]
 
 
 def _parse(model: type[M], **fields: Any) -> M:

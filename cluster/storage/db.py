@@ -7,12 +7,15 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import JSON, MetaData, create_engine, event
+from sqlalchemy import JSON, DateTime, MetaData, String, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
 
 # Stable constraint names so migrations are the same on both dialects.
 NAMING_CONVENTION = {
@@ -27,6 +30,54 @@ READ_ONLY = "hindsight_read_only"
 
 # JSON on SQLite, JSONB on Postgres (indexable, compact).
 PortableJSON = JSON().with_variant(JSONB(), "postgresql")
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """An instant: stored in UTC, handed back as an aware UTC ``datetime``, on every dialect.
+
+    SQLite has no time zone type: SQLAlchemy writes the wall-clock digits of whatever offset the
+    value carries and drops the offset, so ``12:00+14:00`` was stored (and compared) as noon UTC.
+    Converting every bound value to UTC first makes stored text and comparisons agree; Postgres'
+    ``timestamptz`` gets the same UTC value and returns it in the session's zone, so results are
+    converted back to UTC too. A naive value is taken as UTC already (as ``cluster.core.types.as_utc``).
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        # SQLite stores the digits it is given: give it UTC digits, without an offset to drop.
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class StrEnumType(TypeDecorator[E], Generic[E]):
+    """A ``StrEnum`` in a plain string column: binds the member's value (or a valid string), reads the member.
+
+    No database enum type: adding a member then needs no migration, on SQLite or Postgres.
+    """
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int = 16) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum(value)
 
 
 class Base(DeclarativeBase):

@@ -6,10 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, ForeignKeyConstraint, Index, Integer, String, Text, Uuid
+from sqlalchemy import BigInteger, ForeignKeyConstraint, Index, Integer, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.storage.db import Base, PortableJSON
+from cluster.storage.db import Base, PortableJSON, UtcDateTime
 
 
 class TrajectoryRow(Base):
@@ -24,13 +24,13 @@ class TrajectoryRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON)
     node_count: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finalized_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finalized_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # The SQL store is the analysis queue of record: a crash loses no pending work.
     analysis_status: Mapped[str] = mapped_column(String(16), default="none")
-    analysis_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    analysis_claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     analysis_attempts: Mapped[int] = mapped_column(Integer, default=0)
-    analysed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    analysed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (Index("ix_trajectories_analysis", "analysis_status", "finalized_at"),)
 

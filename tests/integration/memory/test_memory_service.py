@@ -269,9 +269,8 @@ def test_hot_queries_are_cached_per_owner_and_invalidated_by_writes(memory: Memo
     fresh = memory.query("alice", "tea", now=T0 + timedelta(seconds=5))
     assert not fresh.cached
     assert fresh.hits[0].memory.value == "Alice switched to oolong tea"
-    stats = memory.stats()
-    assert stats.cache_hits == 2
-    assert stats.cache_misses == 3
+    assert memory.cache.hits == 2
+    assert memory.cache.misses == 3
 
 
 def test_results_explain_every_stage(memory: MemoryService) -> None:

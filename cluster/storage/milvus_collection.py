@@ -1,0 +1,388 @@
+"""One Milvus collection shared by many owners: the single adapter every vector index is a view over.
+
+What it guarantees, whichever index uses it:
+
+* **Schema from a typed field list** (:class:`CollectionSpec`): a primary key, an ``owner`` field,
+  scalar filter fields and one float vector. :meth:`MilvusCollection.ensure` creates and loads it.
+* **Owner on every read and delete.** :meth:`search`, :meth:`query`, :meth:`ids`, :meth:`delete`
+  and :meth:`count` take the owner first and always filter on it.
+* **One filter-literal policy.** Filters are built here only, from typed arguments: strings go
+  through :func:`literal` (quotes and backslashes escaped, control characters refused, because
+  Milvus' expression parser has no escape for them), integers through ``int``. :meth:`upsert`
+  applies the same check to every string field, so nothing enters the collection that a filter
+  could not name.
+* **Upsert only.** Milvus Lite overwrites a duplicate primary key but a Milvus server keeps both
+  rows, so a retried ``insert`` would duplicate; there is no ``insert`` here. :meth:`upsert` is a
+  delete of the keys followed by an insert, which is what Milvus' own upsert does inside, because
+  Lite 2.5.1's upsert call costs time linear in the collection (measured: 18 ms per one-row
+  upsert at 20k rows, 80 ms at 100k) where delete + insert costs about 2.5 ms at 100k. Should the
+  insert fail after the delete, the caller's retry (the memory index queue) writes the row again.
+* **Timeouts on every call**, and every backend failure raised as ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from cluster.core.errors import InvalidInput, StoreUnavailable
+
+logger = logging.getLogger(__name__)
+
+IndexType = Literal["FLAT", "IVF_FLAT", "AUTOINDEX", "HNSW"]
+Scalar = str | int | float
+Key = str | int
+
+# Milvus refuses a search limit above this (topk) and a query window above 16384 rows.
+MAX_LIMIT = 16_384
+
+
+class Kind(StrEnum):
+    """Scalar field types the adapter maps to Milvus ``DataType``s."""
+
+    INT64 = "int64"
+    VARCHAR = "varchar"
+    FLOAT = "float"
+
+
+@dataclass(frozen=True)
+class ScalarField:
+    """One scalar column. ``max_length`` (bytes, VARCHAR only) is enforced by a Milvus server, not by Lite."""
+
+    name: str
+    kind: Kind
+    max_length: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind is Kind.VARCHAR and self.max_length <= 0:
+            raise ValueError(f"VARCHAR field {self.name!r} needs a max_length")
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    """The shape of a collection: primary key, owner, scalar filter fields and the vector.
+
+    Args:
+        name: collection name.
+        primary: the primary key (INT64 or VARCHAR), supplied by the caller (no auto id).
+        dimension: vector length; must match the embedder.
+        scalars: filter fields besides the owner.
+        index_type: ``FLAT`` is exact (Lite 2.5 searches 100k rows in ~10-25 ms); the others approximate.
+        nlist: IVF clusters; ``nprobe`` of them are searched per query.
+        owner_length: bytes an owner may take (200 characters of UTF-8).
+    """
+
+    name: str
+    primary: ScalarField
+    dimension: int
+    scalars: tuple[ScalarField, ...] = ()
+    index_type: IndexType = "FLAT"
+    nlist: int = 256
+    nprobe: int = 32
+    owner_length: int = 800
+    fields: dict[str, ScalarField] = field(init=False, repr=False, compare=False)
+
+    OWNER = "owner"
+    VECTOR = "vector"
+
+    def __post_init__(self) -> None:
+        if self.primary.kind is Kind.FLOAT:
+            raise ValueError("the primary key must be INT64 or VARCHAR")
+        every = (self.primary, ScalarField(self.OWNER, Kind.VARCHAR, self.owner_length), *self.scalars)
+        names = [f.name for f in every]
+        if len(set(names)) != len(names) or self.VECTOR in names:
+            raise ValueError(f"field names must be unique and not {self.VECTOR!r}: {names}")
+        object.__setattr__(self, "fields", {f.name: f for f in every})
+
+
+def literal(value: str, what: str = "value") -> str:
+    """A Milvus expression string literal for ``value``.
+
+    Milvus Lite 2.5 has no filter templating, so values are spliced in: backslash and double quote
+    are escaped. Control characters are refused, since the parser unescapes none of ``\\n``,
+    ``\\t``, ``\\x..`` or ``\\u....`` (measured on Lite 2.5.1): a value holding one could never be
+    matched by any filter.
+
+    Raises:
+        InvalidInput: ``value`` holds a control character (U+0000-U+001F or U+007F).
+    """
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInput(f"control characters are not allowed in {what}")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class MilvusCollection:
+    """A collection of many owners' vectors, each call constrained by owner (see the module docstring).
+
+    Args:
+        client: a connected ``pymilvus.MilvusClient`` (see ``cluster.storage.milvus.open_milvus``);
+            the caller owns and closes it.
+        spec: the collection's shape.
+        timeout: seconds for each call; pymilvus retries failures with back-off inside it.
+    """
+
+    def __init__(self, client: Any, spec: CollectionSpec, *, timeout: float = 10.0) -> None:
+        self.client = client
+        self.spec = spec
+        self.timeout = timeout
+        self._ready = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # ---------------------------------------------------------------------------------- lifecycle
+
+    def ready(self) -> bool:
+        """For health checks: the server answers and the collection exists."""
+        try:
+            return bool(self.client.has_collection(self.name, timeout=self.timeout))
+        except Exception:  # any failure means "not ready"; the caller reports it
+            return False
+
+    def ensure(self) -> None:
+        """Create the collection if it does not exist, and load it. Idempotent; cheap after the first call.
+
+        Raises:
+            StoreUnavailable: Milvus cannot be reached or refused the schema.
+        """
+        if self._ready:
+            return
+        if not self._call("has_collection", self.client.has_collection, self.name):
+            self._create()
+        self._call("load_collection", self.client.load_collection, self.name)
+        self._ready = True
+
+    def drop(self) -> None:
+        """Remove the whole collection, every owner's rows (only for a full rebuild)."""
+        self._ready = False
+        if self._call("has_collection", self.client.has_collection, self.name):
+            self._call("drop_collection", self.client.drop_collection, self.name)
+
+    def reset(self) -> None:
+        """Drop and recreate the collection empty."""
+        self.drop()
+        self.ensure()
+
+    def _create(self) -> None:
+        from pymilvus import DataType
+
+        types = {Kind.INT64: DataType.INT64, Kind.VARCHAR: DataType.VARCHAR, Kind.FLOAT: DataType.FLOAT}
+        spec = self.spec
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+        for f in spec.fields.values():
+            extra: dict[str, Any] = {"max_length": f.max_length} if f.kind is Kind.VARCHAR else {}
+            schema.add_field(f.name, types[f.kind], is_primary=f is spec.primary, **extra)
+        schema.add_field(spec.VECTOR, DataType.FLOAT_VECTOR, dim=spec.dimension)
+        params = self.client.prepare_index_params()
+        index_params: dict[str, Any] = {}
+        if spec.index_type == "IVF_FLAT":
+            index_params = {"nlist": spec.nlist}
+        elif spec.index_type == "HNSW":
+            index_params = {"M": 16, "efConstruction": 200}
+        params.add_index(field_name=spec.VECTOR, index_type=spec.index_type, metric_type="IP", params=index_params)
+        self._call("create_collection", self.client.create_collection, self.name, schema=schema, index_params=params)
+        logger.info("created Milvus collection %s (%s, IP, %s-d)", self.name, spec.index_type, spec.dimension)
+
+    # ------------------------------------------------------------------------------------- writes
+
+    def upsert(self, rows: Sequence[Mapping[str, Any]], batch_size: int = 2000) -> None:
+        """Write rows (every field of the spec plus ``vector``); a row with a known key replaces it.
+
+        Raises:
+            InvalidInput: a string field holds a control character, or a field is missing or unknown.
+            StoreUnavailable: Milvus failed.
+        """
+        if not rows:
+            return
+        self.ensure()
+        data = [self._row(r) for r in rows]
+        primary = self.spec.primary.name
+        for start in range(0, len(data), batch_size):
+            batch = data[start : start + batch_size]
+            for owner in dict.fromkeys(r[self.spec.OWNER] for r in batch):
+                keys = [r[primary] for r in batch if r[self.spec.OWNER] == owner]
+                self._call("upsert", self.client.delete, self.name, filter=self._where(owner, keys=keys))
+            self._call("upsert", self.client.insert, self.name, batch)
+
+    def _row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        spec = self.spec
+        expected = {*spec.fields, spec.VECTOR}
+        if set(row) != expected:
+            raise InvalidInput(f"a row of {self.name} needs exactly the fields {sorted(expected)}, got {sorted(row)}")
+        out: dict[str, Any] = {}
+        for name, f in spec.fields.items():
+            value = row[name]
+            if f.kind is Kind.VARCHAR:
+                literal(str(value), name)  # the same check a filter on it would make
+                out[name] = str(value)
+            elif f.kind is Kind.INT64:
+                out[name] = int(value)
+            else:
+                out[name] = float(value)
+        vector = [float(x) for x in row[spec.VECTOR]]
+        if len(vector) != spec.dimension or not all(math.isfinite(x) for x in vector):
+            raise InvalidInput(f"{self.name} holds finite {spec.dimension}-d vectors, got {len(vector)}-d")
+        out[spec.VECTOR] = vector
+        return out
+
+    def delete(self, owner: str, keys: Sequence[Key]) -> None:
+        """Delete the owner's rows with these primary keys (others' rows with the same keys stay)."""
+        if not keys:
+            return
+        self.ensure()
+        for start in range(0, len(keys), MAX_LIMIT):
+            chunk = keys[start : start + MAX_LIMIT]
+            self._call("delete", self.client.delete, self.name, filter=self._where(owner, keys=chunk))
+
+    # -------------------------------------------------------------------------------------- reads
+
+    def search(
+        self,
+        owner: str,
+        vector: Sequence[float],
+        limit: int,
+        *,
+        equals: Mapping[str, Scalar] | None = None,
+        any_of: Mapping[str, Sequence[Scalar]] | None = None,
+        at_least: Mapping[str, float] | None = None,
+        output_fields: Sequence[str] = (),
+    ) -> list[tuple[Key, float, dict[str, Any]]]:
+        """The owner's nearest rows, best first, as ``(primary key, inner product, output fields)``.
+
+        Args:
+            owner: every hit is this owner's.
+            vector: the query vector (unit length: inner product is cosine).
+            limit: at most this many hits (capped at Milvus' 16384).
+            equals: ``field == value`` for each item.
+            any_of: ``field in [values]`` for each item.
+            at_least: ``field >= value`` for each item.
+            output_fields: scalar fields to return with each hit.
+        """
+        self.ensure()
+        params = {"nprobe": self.spec.nprobe} if self.spec.index_type == "IVF_FLAT" else {}
+        found = self._call(
+            "search",
+            self.client.search,
+            self.name,
+            data=[[float(x) for x in vector]],
+            limit=max(1, min(limit, MAX_LIMIT)),
+            filter=self._where(owner, equals=equals, any_of=any_of, at_least=at_least),
+            anns_field=self.spec.VECTOR,
+            output_fields=list(output_fields),
+            search_params={"metric_type": "IP", "params": params},
+            # Writers are other processes: read every write they have had acknowledged.
+            consistency_level="Strong",
+        )
+        return [(hit["id"], float(hit["distance"]), dict(hit.get("entity") or {})) for hit in found[0]]
+
+    def query(
+        self, owner: str, keys: Sequence[Key], output_fields: Sequence[str], *, with_vector: bool = False
+    ) -> list[dict[str, Any]]:
+        """The owner's rows with these primary keys (scalar fields, and the vector if asked)."""
+        if not keys:
+            return []
+        self.ensure()
+        fields = [*output_fields, self.spec.VECTOR] if with_vector else list(output_fields)
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(keys), MAX_LIMIT):
+            found = self._call(
+                "query",
+                self.client.query,
+                self.name,
+                filter=self._where(owner, keys=keys[start : start + MAX_LIMIT]),
+                output_fields=fields,
+                consistency_level="Strong",
+            )
+            rows.extend(dict(r) for r in found)
+        return rows
+
+    def ids(self, owner: str) -> set[Key]:
+        """Every primary key the owner has (for rebuilds and consistency checks)."""
+        self.ensure()
+        primary = self.spec.primary.name
+        iterator = self._call(
+            "query",
+            self.client.query_iterator,
+            self.name,
+            batch_size=1000,
+            filter=self._where(owner),
+            output_fields=[primary],
+        )
+        found: set[Key] = set()
+        try:
+            while batch := iterator.next():  # the iterator carries the timeout it was made with
+                found.update(r[primary] for r in batch)
+        except Exception as exc:  # as in _call
+            raise StoreUnavailable(f"Milvus query on {self.name} failed: {exc}") from exc
+        finally:
+            iterator.close()
+        return found
+
+    def count(self, owner: str) -> int:
+        self.ensure()
+        rows = self._call(
+            "count",
+            self.client.query,
+            self.name,
+            filter=self._where(owner),
+            output_fields=["count(*)"],
+            consistency_level="Strong",
+        )
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    # ----------------------------------------------------------------------------------- plumbing
+
+    def _where(
+        self,
+        owner: str,
+        *,
+        keys: Sequence[Key] | None = None,
+        equals: Mapping[str, Scalar] | None = None,
+        any_of: Mapping[str, Sequence[Scalar]] | None = None,
+        at_least: Mapping[str, float] | None = None,
+    ) -> str:
+        """The filter expression: the owner always, then the given conditions, every value a checked literal."""
+        parts = [f"{self.spec.OWNER} == {literal(owner, 'owner')}"]
+        if keys is not None:
+            parts.append(f"{self.spec.primary.name} in [{', '.join(self._value(self.spec.primary, k) for k in keys)}]")
+        for name, value in (equals or {}).items():
+            parts.append(f"{name} == {self._value(self._field(name), value)}")
+        for name, values in (any_of or {}).items():
+            f = self._field(name)
+            parts.append(f"{name} in [{', '.join(self._value(f, v) for v in values)}]")
+        for name, bound in (at_least or {}).items():
+            f = self._field(name)
+            if f.kind is Kind.VARCHAR:
+                raise ValueError(f"{name} is a string: no range filter")
+            parts.append(f"{name} >= {self._value(f, bound)}")
+        return " and ".join(parts)
+
+    def _field(self, name: str) -> ScalarField:
+        try:
+            return self.spec.fields[name]
+        except KeyError:
+            raise ValueError(f"{self.name} has no field {name!r}") from None
+
+    @staticmethod
+    def _value(f: ScalarField, value: Scalar) -> str:
+        if f.kind is Kind.VARCHAR:
+            return literal(str(value), f.name)
+        if f.kind is Kind.INT64:
+            return str(int(value))
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidInput(f"{f.name} must be a finite number")
+        return repr(number)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # pymilvus retries failed calls with back-off; the timeout bounds the whole attempt.
+        kwargs.setdefault("timeout", self.timeout)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # pymilvus raises MilvusException, gRPC and connection errors alike
+            raise StoreUnavailable(f"Milvus {what} on {self.name} failed: {exc}") from exc
