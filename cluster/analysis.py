@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
+from sqlalchemy.orm import Session
+
 from actors.engine import attribute_batch
 from cluster.core.errors import HindsightError, NotFound
+from cluster.experience.models import LearnReport
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 from cluster.trajectories.models import ResultStatus, Trajectory
@@ -27,15 +30,33 @@ logger = logging.getLogger(__name__)
 class ExperienceLearner(Protocol):
     """What analysis needs from the experience library."""
 
-    def learn(
-        self, owner: str, templates: Sequence[ExperienceTemplate], analysed: Sequence[uuid.UUID] = ()
-    ) -> object: ...
+    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport: ...
 
     def report_outcome(
         self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None
     ) -> object: ...
 
     def index_pending(self, owner: str | None = None) -> int: ...
+
+
+def learn_batch(
+    db: Database,
+    experience: ExperienceLearner,
+    owner: str,
+    templates: Sequence[ExperienceTemplate],
+    analysed: Sequence[uuid.UUID],
+) -> LearnReport:
+    """Merge a batch's templates into the owner's library and mark the batch analysed, in one
+    transaction; then index the new versions, outside it.
+
+    A retried batch neither loses nor double-counts evidence: the merge counts each piece of
+    provenance once, and the trajectories read as analysed only with their lessons stored.
+    """
+    with db.transaction() as session:
+        report = experience.learn_in(session, owner, templates)
+        SqlTrajectoryStore(session).mark_analysed(owner, analysed)
+    experience.index_pending(owner)
+    return report
 
 
 class AnalysisFailed(HindsightError):
@@ -103,7 +124,7 @@ class AnalysisService:
         templates = [t for result in results for t in result.templates]
         # Learning and marking the batch analysed commit together, so a retried batch never
         # counts its evidence twice.
-        self.experience.learn(owner, templates, analysed=ids)
+        learn_batch(self.db, self.experience, owner, templates, ids)
         for trajectory in batch:
             self._feedback(owner, trajectory)
         logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))

@@ -46,7 +46,6 @@ from cluster.experience.ports import ExperienceIndex, IndexRow
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.templates import ExperienceTemplate, TemplateSource, render_prompt_block
 from cluster.storage.db import Database
-from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -224,18 +223,12 @@ class ExperienceService:
 
     # --- learning ---------------------------------------------------------------------------
 
-    def learn(
-        self, owner: str, templates: Sequence[ExperienceTemplate], analysed: Sequence[uuid.UUID] = ()
-    ) -> LearnReport:
-        """Store templates from the attribution engine and mark the ``analysed`` trajectories, in
-        one transaction; then index the new versions (see :meth:`learn_in` and :meth:`index_pending`).
-
-        A retried batch neither loses nor double-counts evidence: the merge counts each piece of
-        provenance once, and the trajectories read as analysed only with their lessons stored.
-        """
+    def learn(self, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport:
+        """Store templates from the attribution engine in a transaction of their own, then index
+        them (see :meth:`learn_in` and :meth:`index_pending`). Analysis composes the same two
+        steps with the trajectories' analysed mark (``cluster.analysis.learn_batch``)."""
         with self.db.transaction() as session:
             report = self.learn_in(session, owner, templates)
-            SqlTrajectoryStore(session).mark_analysed(owner, analysed)
         self.index_pending(owner)
         return report
 

@@ -7,9 +7,12 @@ from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult
 from pydantic import Field, JsonValue
 
+from cluster.core.types import canonical_json
 from cluster.memory.models import (
+    MAX_TOP_K,
     MemoryForget,
     MemoryForgetResult,
     MemoryQuery,
@@ -19,7 +22,24 @@ from cluster.memory.models import (
     MemoryWriteResult,
 )
 from cluster.memory.policy import MemoryScope, Ttl
-from cluster.tools.common import Toolbox, tool_errors
+from cluster.tools.common import Toolbox, answer, tool_errors
+
+HIT_TEXT_CHARS = 300
+"""A hit's value in the text answer is cut here; the structured answer has it whole."""
+
+
+def _hit_lines(result: MemoryQueryResult) -> str:
+    """What a model reads: one line per memory, its value once (JSON objects compact)."""
+    if not result.hits:
+        return "No memory matches."
+    lines = []
+    for i, hit in enumerate(result.hits, 1):
+        memory = hit.memory
+        value = memory.value if isinstance(memory.value, str) else canonical_json(memory.value)
+        if len(value) > HIT_TEXT_CHARS:
+            value = value[: HIT_TEXT_CHARS - 1] + "…"
+        lines.append(f"{i}. [{memory.key}] {' '.join(value.split())} (id {memory.memory_id}, v{memory.version})")
+    return "\n".join(lines)
 
 
 def register_memory_tools(box: Toolbox) -> None:
@@ -59,12 +79,13 @@ def register_memory_tools(box: Toolbox) -> None:
         ctx: Context,
         entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
         scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
-        top_k: Annotated[int, Field(ge=1, le=100)] = 5,
+        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
         include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
         as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
-    ) -> MemoryQueryResult:
+    ) -> Annotated[CallToolResult, MemoryQueryResult]:
         """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
-        Each hit says why it matched."""
+        The text answer is one line per memory (id, key, value); the structured answer adds why
+        each one matched."""
         owner = box.owner(ctx)
         with tool_errors():
             request = MemoryQuery(
@@ -73,7 +94,7 @@ def register_memory_tools(box: Toolbox) -> None:
         start = time.perf_counter()
         result = await box.call(box.services.memory.run_query, owner, request)
         box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
-        return result
+        return answer(result, _hit_lines(result))
 
     @box.tool()
     async def memory_update(

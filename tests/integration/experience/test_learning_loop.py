@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from actors.engine import attribute_batch
-from cluster.analysis import AnalysisService
+from cluster.analysis import AnalysisService, learn_batch
 from cluster.core.errors import NotFound
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
@@ -52,11 +52,11 @@ def test_learned_templates_are_served_and_their_batch_is_marked_analysed(
     templates = [t for result in attribute_batch(batch, []) for t in result.templates]
     assert templates, "the engine should distil the bulk-import lesson"
 
-    report = experience.learn(OWNER, templates, analysed=ids)
+    report = learn_batch(database, experience, OWNER, templates, ids)
     assert report.new
     assert analysis_status(database, ids) == {AnalysisStatus.DONE.value}
     # A retried batch (same evidence) adds nothing.
-    assert experience.learn(OWNER, templates, analysed=ids).new == ()
+    assert learn_batch(database, experience, OWNER, templates, ids).new == ()
 
     served = experience.query_experience(
         OWNER, "Import 300 products from the supplier CSV file", role="executor", min_confidence=0.0
@@ -75,7 +75,7 @@ def test_learning_for_one_owner_never_marks_another_owners_trajectories(
     database: Database, experience: ExperienceService
 ) -> None:
     ids = store_runs(database, OWNER, bulk_vs_single_runs()[:1])
-    experience.learn("someone-else", [], analysed=ids)
+    learn_batch(database, experience, "someone-else", [], ids)
     assert analysis_status(database, ids) == {AnalysisStatus.PENDING.value}
 
 
