@@ -12,15 +12,19 @@ optionally a decision name. Each candidate template is then judged:
 * **Same signature.** A template learned at exactly this decision signature (role, task type or
   goal words, action set, context keys) fits better than one that merely shares the tool.
 
+* **Refined.** If a narrower version of a holding template (same advice, its predicates and more)
+  is false here, the broad one is only *unknown* (:func:`overruled`).
+
 The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
 template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
 relevance (cosine, clipped at 0)::
 
     score = 0.5 * fit + 0.3 * confidence + 0.2 * relevance
 
-Fit dominates on purpose: a template that provably applies beats a more confident or more
-similar one that may not. Without a situation nothing is known about fit, and callers rank by
-relevance alone.
+Fit weighs most on purpose: a template that provably applies beats one that may not unless that
+one is both much more confident and much closer in words (served templates all clear the
+confidence threshold, so their confidences differ by tenths at most). Without a situation
+nothing is known about fit, and callers rank by relevance alone.
 """
 
 from __future__ import annotations
@@ -114,6 +118,32 @@ def fit(
     if verdict is None:
         return Fit.UNKNOWN
     return Fit.HOLDS_SAME_DECISION if same else Fit.HOLDS
+
+
+def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
+    """The fits after the narrower rules have spoken.
+
+    A template whose condition holds is in doubt (unknown) when a *refinement* of it — another
+    template giving the same advice (same recommended and avoided tools) whose condition has all
+    of its predicates and more — is false in this situation: the narrower rule was learned from
+    runs that showed the extra predicate matters, and here it does not hold.
+    """
+    out: list[Fit] = []
+    for template, value in judged:
+        if value in (Fit.HOLDS, Fit.HOLDS_SAME_DECISION) and any(
+            other_fit is Fit.NOT_APPLICABLE and _refines(other, template) for other, other_fit in judged
+        ):
+            value = Fit.UNKNOWN
+        out.append(value)
+    return out
+
+
+def _refines(narrow: ExperienceTemplate, broad: ExperienceTemplate) -> bool:
+    if narrow.recommended.tool != broad.recommended.tool:
+        return False
+    if (narrow.avoid.tool if narrow.avoid else None) != (broad.avoid.tool if broad.avoid else None):
+        return False
+    return set(broad.condition.predicates) < set(narrow.condition.predicates)
 
 
 def applicable(value: Fit) -> bool | None:

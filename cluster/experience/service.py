@@ -24,7 +24,15 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from actors.engine import merge_into_library, update_confidence
-from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score, snapshot_features
+from actors.engine.serving import (
+    Fit,
+    applicable,
+    fit,
+    overruled,
+    query_signature,
+    rank_score,
+    snapshot_features,
+)
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
@@ -172,8 +180,8 @@ class ExperienceService:
                 # is not among the nearest: the structure says more than the words.
                 for template in store.families(owner, [signature]):
                     templates.setdefault(template.template_id, template)
-        scored: list[ScoredTemplate] = []
-        for template_id, template in templates.items():
+        kept: list[ExperienceTemplate] = []
+        for template in templates.values():
             # SQL has the last word: the index may lag behind a confidence drop or a role edit.
             if template.confidence < threshold:
                 continue
@@ -181,21 +189,31 @@ class ExperienceService:
                 continue
             if task_type is not None and template.task_type not in (task_type, None):
                 continue
-            score = round(relevance.get(template_id, 0.0), 6)
-            if situation is None:
+            kept.append(template)
+        scored: list[ScoredTemplate] = []
+        if situation is None:
+            for template in kept:
+                score = round(relevance.get(template.template_id, 0.0), 6)
                 scored.append(ScoredTemplate(template=template, relevance=score, score=score))
-                continue
-            judged = fit(template, situation.context_snapshot, features, situation.available_actions, signature)
-            if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
-                continue
-            scored.append(
-                ScoredTemplate(
-                    template=template,
-                    relevance=score,
-                    applicable=applicable(judged),
-                    score=rank_score(judged, template.confidence, score),
-                )
+        else:
+            fits = overruled(
+                [
+                    (t, fit(t, situation.context_snapshot, features, situation.available_actions, signature))
+                    for t in kept
+                ]
             )
+            for template, judged in zip(kept, fits, strict=True):
+                if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
+                    continue
+                score = round(relevance.get(template.template_id, 0.0), 6)
+                scored.append(
+                    ScoredTemplate(
+                        template=template,
+                        relevance=score,
+                        applicable=applicable(judged),
+                        score=rank_score(judged, template.confidence, score),
+                    )
+                )
         # Ties (equal scores) go to the more confident, then to the id, so answers are deterministic.
         scored.sort(
             key=lambda s: (s.applicable is not False, s.score, s.template.confidence, str(s.template.template_id)),

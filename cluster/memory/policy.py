@@ -84,6 +84,10 @@ class MemoryScope(Frozen):
 # ------------------------------------------------------------------------------------------ lifetime
 
 
+MAX_TTL_SECONDS = 100 * 366 * 24 * 3600
+"""A window longer than a century is a mistake (or permanent); beyond it dates overflow."""
+
+
 class TtlKind(StrEnum):
     PERMANENT = "permanent"
     SESSION = "session"
@@ -101,7 +105,9 @@ class Ttl(Frozen):
     kind: TtlKind = Field(default=TtlKind.PERMANENT, description="permanent, session or window.")
     valid_from: datetime | None = Field(default=None, description="Window start; default the write time.")
     valid_until: datetime | None = Field(default=None, description="Window end (exclusive).")
-    seconds: int | None = Field(default=None, ge=1, description="Window length, instead of valid_until.")
+    seconds: int | None = Field(
+        default=None, ge=1, le=MAX_TTL_SECONDS, description="Window length, instead of valid_until (at most 100 years)."
+    )
 
     @model_validator(mode="after")
     def _window_is_bounded(self) -> Self:

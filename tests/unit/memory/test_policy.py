@@ -202,3 +202,9 @@ def test_promotions_go_to_the_right_scope() -> None:
     assert promotion_target(PromotionReason.EXPLICIT, "s1") == (MemoryScope.user(), Ttl.permanent())
     assert promotion_target(PromotionReason.REFERENCED_LATER, "s1") == (MemoryScope.user(), Ttl.permanent())
     assert promotion_target(PromotionReason.STATE_CHANGE, "s1") == (MemoryScope.session("s1"), Ttl.session())
+
+
+def test_a_ttl_window_over_a_century_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Ttl(kind=TtlKind.WINDOW, seconds=10**18)
+    assert caught.value.errors()[0]["loc"] == ("seconds",)

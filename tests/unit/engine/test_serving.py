@@ -1,0 +1,85 @@
+"""Serving by situation: which templates fit the decision an agent faces, and in what order."""
+
+from __future__ import annotations
+
+from actors.engine.serving import (
+    FIT,
+    Fit,
+    applicable,
+    fit,
+    overruled,
+    query_signature,
+    rank_score,
+    snapshot_features,
+)
+from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
+
+ACTIONS = ("bulk_import", "add_item", "paste_rows")
+SNAPSHOT = {"goal": "import products", "rows": 500, "schema": "uniform"}
+
+
+def template(
+    tool: str = "bulk_import", *predicates: Predicate, avoid: str | None = "add_item", **kw: object
+) -> ExperienceTemplate:
+    return ExperienceTemplate.model_validate(
+        {
+            "recommended": ActionPattern(tool=tool),
+            "avoid": ActionPattern(tool=avoid) if avoid else None,
+            "condition": Condition(predicates=predicates),
+            "role": "executor",
+            "task_type": "import",
+            **kw,
+        }
+    )
+
+
+def judge(t: ExperienceTemplate, snapshot: dict[str, object] = SNAPSHOT, actions: tuple[str, ...] = ACTIONS) -> Fit:
+    signature = query_signature("executor", "import", "", snapshot, actions)  # type: ignore[arg-type]
+    return fit(t, snapshot, snapshot_features(snapshot), actions, signature)  # type: ignore[arg-type]
+
+
+def test_a_template_for_a_tool_not_in_view_is_for_another_decision() -> None:
+    assert judge(template("click")) is Fit.NOT_APPLICABLE
+
+
+def test_a_false_condition_does_not_apply_and_a_missing_feature_is_unknown() -> None:
+    big = Predicate(feature="rows", op=">", value=100)
+    assert judge(template("bulk_import", big)) is Fit.HOLDS
+    assert judge(template("bulk_import", Predicate(feature="rows", op="<=", value=100))) is Fit.NOT_APPLICABLE
+    assert judge(template("bulk_import", Predicate(feature="encoding", op="==", value="utf-8"))) is Fit.UNKNOWN
+    assert applicable(Fit.UNKNOWN) is None
+    assert applicable(Fit.NOT_APPLICABLE) is False
+    assert applicable(Fit.HOLDS) is True
+
+
+def test_a_template_learned_at_this_very_decision_fits_best() -> None:
+    signature = query_signature("executor", "import", "", SNAPSHOT, ACTIONS)  # type: ignore[arg-type]
+    same = template("bulk_import", Predicate(feature="rows", op=">", value=100), signature=signature)
+    other = template("bulk_import", Predicate(feature="rows", op=">", value=100), signature="elsewhere")
+    assert judge(same) is Fit.HOLDS_SAME_DECISION
+    assert judge(other) is Fit.HOLDS
+    assert FIT[Fit.HOLDS_SAME_DECISION] > FIT[Fit.HOLDS] > FIT[Fit.ALWAYS] > FIT[Fit.UNKNOWN]
+
+
+def test_a_broad_rule_is_in_doubt_where_its_refinement_is_false() -> None:
+    latin = Predicate(feature="encoding", op="==", value="latin-1")
+    accents = Predicate(feature="non_ascii", op="==", value=True)
+    broad = template("set_encoding", latin, avoid="export_csv")
+    narrow = template("set_encoding", latin, accents, avoid="export_csv")
+    unrelated = template("export_csv", latin, avoid="set_encoding")
+    plain = {"encoding": "latin-1", "non_ascii": False}
+    actions = ("set_encoding", "export_csv")
+    judged = [(t, judge(t, plain, actions)) for t in (broad, narrow, unrelated)]
+    assert [f for _, f in judged] == [Fit.HOLDS, Fit.NOT_APPLICABLE, Fit.HOLDS]
+    assert overruled(judged) == [Fit.UNKNOWN, Fit.NOT_APPLICABLE, Fit.HOLDS]
+    accented = {"encoding": "latin-1", "non_ascii": True}
+    judged = [(t, judge(t, accented, actions)) for t in (broad, narrow)]
+    assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
+
+
+def test_fit_outranks_confidence_and_relevance_in_their_usual_spread() -> None:
+    # Served templates sit above the 0.7 threshold; relevance differs by tenths for one decision.
+    assert rank_score(Fit.HOLDS, 0.8, 0.5) > rank_score(Fit.ALWAYS, 1.0, 0.6)
+    assert rank_score(Fit.ALWAYS, 0.8, 0.5) > rank_score(Fit.UNKNOWN, 0.95, 0.6)
+    assert rank_score(Fit.HOLDS, 0.9, 0.5) > rank_score(Fit.HOLDS, 0.8, 0.5)
+    assert 0.0 <= rank_score(Fit.UNKNOWN, 1.0, -1.0) <= 1.0
