@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
@@ -27,7 +29,7 @@ from ray import serve
 from actors.pool import kill_pool, start_background, stop_pool, wait_ready
 from cluster.core.errors import HindsightError
 from cluster.experience.repository import SqlExperienceStore
-from cluster.metrics import metrics_dir, reset_metrics_dir
+from cluster.metrics import Metrics, metrics_dir, reset_metrics_dir
 from cluster.net import HaproxyGuard, UnsafeRunDir, port_holders, port_taken
 from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import HttpConfig, ServeConfig
@@ -335,3 +337,36 @@ def wait_healthy(url: str, timeout_s: float) -> None:
             if time.monotonic() >= deadline:
                 raise StartFailed(f"{url}/health did not answer 200 in {timeout_s:.0f}s; last: {last}")
             time.sleep(0.1)
+
+
+def serve_pool_metrics(directory: Path, host: str, port: int) -> ThreadingHTTPServer:
+    """Answer ``GET /metrics`` on ``host:port`` with what the pool's workers on this host counted.
+
+    For ``hindsight workers`` beside an MCP endpoint elsewhere: their counts are in metric files
+    in ``directory`` (see :func:`cluster.metrics.reset_metrics_dir`), which no replica reads.
+    Serves from a daemon thread until ``shutdown()``.
+    """
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    metrics = Metrics(shared=directory)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = metrics.render()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            # Prometheus scrapes every few seconds; its requests are not worth a log line each.
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="pool-metrics", daemon=True).start()
+    logger.info("attribution pool metrics at http://%s:%d/metrics", host, port)
+    return server
