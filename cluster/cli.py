@@ -87,23 +87,46 @@ def serve(
 
 @app.command()
 def workers(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Deployment file: deploy/serve.yaml.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Deployment file: deploy/workers.yaml.")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Serve the pool's Prometheus metrics at /metrics here.")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Interface of --metrics-port (0.0.0.0: every interface).")] = (
+        "127.0.0.1"
+    ),
 ) -> None:
-    """Run the attribution pool and memory maintenance on a Ray cluster whose MCP endpoint runs elsewhere
-    (e.g. a KubeRay RayService); joins HINDSIGHT_RAY_ADDRESS."""
+    """Run the attribution pool and memory maintenance beside an MCP endpoint that runs elsewhere.
+
+    Starts a local Ray instance (workers coordinate through the SQL queue only, so a pool needs no
+    shared Ray cluster), or joins HINDSIGHT_RAY_ADDRESS.
+    """
     from actors.pool import start_background, stop_pool
-    from cluster.runner import ensure_ray
+    from cluster.metrics import metrics_dir, reset_metrics_dir
+    from cluster.runner import ensure_ray, serve_pool_metrics
     from cluster.serve_config import load_serve_config
 
     settings = load_settings()
     serve_config = load_serve_config(config)
+    if metrics_port is not None and settings.ray_address is not None:
+        raise typer.BadParameter("--metrics-port needs a local Ray instance: the workers must run on this host")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_ray(settings)
-    pool = start_background(settings, serve_config)
+    env: dict[str, str] | None = None
+    server = None
+    if settings.ray_address is None:
+        # A local instance: the workers run on this host and share metric files with it.
+        directory = metrics_dir(settings.data_dir)
+        env = reset_metrics_dir(directory)
+        if metrics_port is not None:
+            server = serve_pool_metrics(directory, metrics_host, metrics_port)
+    pool = start_background(settings, serve_config, env)
     try:
         logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
         _until_signalled()
     finally:
         stop_pool(pool)
+        if server is not None:
+            server.shutdown()
 
 
 @app.command()

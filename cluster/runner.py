@@ -7,18 +7,19 @@ thing.
 from __future__ import annotations
 
 import contextlib
-import errno
+import fcntl
 import logging
 import os
 import signal
-import socket
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import httpx
@@ -28,7 +29,8 @@ from ray import serve
 from actors.pool import kill_pool, start_background, stop_pool, wait_ready
 from cluster.core.errors import HindsightError
 from cluster.experience.repository import SqlExperienceStore
-from cluster.metrics import metrics_dir, reset_metrics_dir
+from cluster.metrics import Metrics, metrics_dir, reset_metrics_dir
+from cluster.net import HaproxyGuard, UnsafeRunDir, port_holders, port_taken
 from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import HttpConfig, ServeConfig
 from cluster.settings import Settings
@@ -40,6 +42,14 @@ from cluster.trajectories.repository import SqlTrajectoryStore
 logger = logging.getLogger(__name__)
 
 APP_NAME = "hindsight"
+
+__all__ = ["APP_NAME", "PortInUse", "RunningService", "StartFailed", "port_taken", "start_service"]
+
+# Ray's switch for single-host platforms. Off, Ray takes the loopback address as the node's
+# address instead of turning 127.0.0.1 into the host's routable one, and a node on the loopback
+# address binds its GCS, raylet and worker gRPC servers and its agents to the loopback only
+# (on every interface otherwise). A local instance serves this host only, so it is always off.
+_LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool = False) -> None:
@@ -59,7 +69,20 @@ def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool =
         return
     # Unix socket paths are limited to ~100 bytes: keep Ray's session directory short.
     temp_dir = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
-    ray.init(num_cpus=num_cpus, _temp_dir=os.path.join(temp_dir, "ray"), **options)
+    _loopback_only_ray()
+    ray.init(num_cpus=num_cpus, _temp_dir=os.path.join(temp_dir, "ray"), _node_ip_address="127.0.0.1", **options)
+
+
+def _loopback_only_ray() -> None:
+    """Make the local Ray instance about to start listen on the loopback interface only.
+
+    Ray reads the switch when it is imported, so it is set both for the processes ray.init starts
+    (environment) and in this already-imported driver (the module value ray.init consults).
+    """
+    from ray._private import ray_constants
+
+    os.environ[_LOOPBACK_ONLY_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 class StartFailed(HindsightError):
@@ -78,6 +101,7 @@ class RunningService:
     workers: list[Any] = field(default_factory=list)
     milvus_server: MilvusLiteServer | None = None
     metrics_env: dict[str, str] = field(default_factory=dict)
+    owner_lock: IO[str] | None = None
 
     @property
     def mcp_url(self) -> str:
@@ -99,6 +123,9 @@ class RunningService:
         finally:
             if self.milvus_server is not None:
                 self.milvus_server.stop()
+            if self.owner_lock is not None:
+                self.owner_lock.close()
+                self.owner_lock = None
 
 
 async def wait_until_analysed(db: Database, timeout_s: float = 300) -> None:
@@ -124,18 +151,28 @@ def start_service(
     the Serve app, Serve itself with its HAProxy if this call started it, the Milvus Lite server)
     and the error propagates; Ray stays up, as after :meth:`RunningService.stop`.
 
+    On a local Ray instance, HAProxy runs under :class:`~cluster.net.HaproxyGuard`: its side
+    listeners stay on ``http.stats_host``, it dies with the Serve process that started it, and
+    HAProxy processes an earlier, killed start on the same data directory left are ended first.
+
     Raises:
         PortInUse: another process listens on the port, or this Ray instance's Serve listens on
             a different one (Serve keeps its port until ``serve.shutdown()``).
-        StartFailed: ``/health`` did not answer 200 or a worker did not start within
-            ``start_timeout_s``.
+        StartFailed: another service runs on the data directory, or ``/health`` did not answer
+            200 or a worker did not start within ``start_timeout_s``.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.sql_url())
     with _exit_on_sigterm(), contextlib.ExitStack() as undo:
         # Each step registers its undo as soon as it has started; success pops them all.
+        owner_lock = _own_data_dir(settings)
+        undo.callback(owner_lock.close)
         ensure_ray(settings, quiet=quiet)
-        serve_starts = _check_port(config.http)
+        serving = _serve_port()
+        guard_env: dict[str, str] = {}
+        if serving is None and settings.ray_address is None and config.http.ingress == "haproxy":
+            guard_env = _guard_haproxy(settings, config.http)
+        serve_starts = _check_port(config.http, serving)
         milvus_server = None
         if is_lite_target(settings.milvus_target()):
             # This process owns the Lite file and serves it; replicas and workers connect by URI.
@@ -149,17 +186,21 @@ def start_service(
             f"http://{config.http.host}:{config.http.port}",
             milvus_server=milvus_server,
             metrics_env=metrics_env,
+            owner_lock=owner_lock,
         )
         env = ingress_env(config.http)
+        # Serve's HAProxy manager is started by the controller and inherits its environment.
+        controller_env = env | guard_env
         if serve_starts:
             undo.callback(_quietly, "shut Serve down", serve.shutdown)
         serve.start(
             http_options={"host": config.http.host, "port": config.http.port},
-            controller_options={"runtime_env": {"env_vars": env}} if env else None,
+            controller_options={"runtime_env": {"env_vars": controller_env}} if controller_env else None,
         )
         # Before serve.run: a run interrupted half way leaves an application deploying.
         undo.callback(_quietly, "delete the Serve app", serve.delete, APP_NAME)
-        serve.run(build_app(settings, config.ingress, env | metrics_env), name=APP_NAME, route_prefix="/")
+        app = build_app(settings, config.ingress, env | metrics_env, loopback_only=settings.ray_address is None)
+        serve.run(app, name=APP_NAME, route_prefix="/")
         undo.callback(_quietly, "end the workers", lambda: kill_pool(running.workers))
         running.start_workers()
         deadline = time.monotonic() + start_timeout_s
@@ -220,27 +261,45 @@ def _serve_port() -> int | None:
     return None if client is None else int(client.http_config.port)
 
 
-def port_taken(host: str, port: int) -> bool:
-    """Whether a process listens on ``host:port`` (binding it fails)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Not SO_REUSEPORT: HAProxy sets it, and so would share the port instead of failing.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return True
-            raise
-    return False
+def _own_data_dir(settings: Settings) -> IO[str]:
+    """Lock the data directory for this service's life; the kernel frees it however the process ends.
+
+    Holding it is what makes HAProxy processes found in the data directory's run directory stale.
+
+    Raises:
+        StartFailed: another live service holds it.
+    """
+    lock = (settings.data_dir / ".service.lock").open("a")
+    try:
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise StartFailed(
+            f"another hindsight service runs on {settings.data_dir}; stop it or use another data_dir"
+        ) from None
+    return lock
 
 
-def _check_port(http: HttpConfig) -> bool:
+def _guard_haproxy(settings: Settings, http: HttpConfig) -> dict[str, str]:
+    """Install the HAProxy guard of this data directory, end what a killed run left, return its env."""
+    guard = HaproxyGuard.for_data_dir(settings.data_dir, http.stats_host)
+    try:
+        guard.install()
+        reaped = guard.reap()
+    except (UnsafeRunDir, TimeoutError) as exc:
+        raise StartFailed(f"cannot prepare HAProxy's run directory: {exc}") from exc
+    if reaped:
+        logger.warning("ended %d HAProxy processes a stopped service had left on %s", len(reaped), settings.data_dir)
+    return guard.env()
+
+
+def _check_port(http: HttpConfig, serving: int | None) -> bool:
     """Whether Serve still has to start on ``http.port``; raises :class:`PortInUse` if it cannot.
 
-    Without this check Serve would keep retrying to bind a port a stale process holds, and a
-    start on a second port would silently be served on the first.
+    ``serving`` is the port this Ray instance's Serve listens on, if it runs. Without this check
+    Serve would keep retrying to bind a port a stale process holds, and a start on a second port
+    would silently be served on the first.
     """
-    serving = _serve_port()
     if serving is not None:
         if serving != http.port:
             raise PortInUse(
@@ -249,9 +308,10 @@ def _check_port(http: HttpConfig) -> bool:
             )
         return False
     if port_taken(http.host, http.port):
+        holders = ", ".join(f"pid {h.pid} ({h.name})" for h in port_holders(http.port))
         raise PortInUse(
-            f"{http.host}:{http.port} is already in use by another process (a stale hindsight or its "
-            f"HAProxy?); stop it or choose another port"
+            f"{http.host}:{http.port} is already in use by another process"
+            f"{f' ({holders})' if holders else ' (of another user?)'}; stop it or choose another port"
         )
     return True
 
@@ -277,3 +337,36 @@ def wait_healthy(url: str, timeout_s: float) -> None:
             if time.monotonic() >= deadline:
                 raise StartFailed(f"{url}/health did not answer 200 in {timeout_s:.0f}s; last: {last}")
             time.sleep(0.1)
+
+
+def serve_pool_metrics(directory: Path, host: str, port: int) -> ThreadingHTTPServer:
+    """Answer ``GET /metrics`` on ``host:port`` with what the pool's workers on this host counted.
+
+    For ``hindsight workers`` beside an MCP endpoint elsewhere: their counts are in metric files
+    in ``directory`` (see :func:`cluster.metrics.reset_metrics_dir`), which no replica reads.
+    Serves from a daemon thread until ``shutdown()``.
+    """
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    metrics = Metrics(shared=directory)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = metrics.render()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            # Prometheus scrapes every few seconds; its requests are not worth a log line each.
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, name="pool-metrics", daemon=True).start()
+    logger.info("attribution pool metrics at http://%s:%d/metrics", host, port)
+    return server

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -24,7 +26,9 @@ logger = logging.getLogger(__name__)
 class Ingress:
     """One replica: opens the stores, then hands Serve the ASGI app built on them."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, loopback_only: bool = False) -> None:
+        if loopback_only:
+            _inter_deployment_grpc_on_loopback()
         self._services = build_services(settings, migrate=False)
         self._owners = OwnerResolver(settings.auth_tokens, settings.local_owner)
 
@@ -53,8 +57,38 @@ def app_builder(args: AppArgs) -> Application:
     return build_app(load_settings(), args.ingress)
 
 
-def build_app(settings: Settings, ingress: IngressConfig, env: dict[str, str] | None = None) -> Application:
-    """The Serve application; ``env`` is the replicas' share of :func:`ingress_env`."""
+def _inter_deployment_grpc_on_loopback() -> None:
+    """Bind this replica's inter-deployment gRPC server to the loopback instead of every interface.
+
+    Serve opens it on ``[::]:0`` once the replica's class is constructed, with no setting to
+    change that. On a local Ray instance the node's address is the loopback one (see
+    ``cluster.runner.ensure_ray``), so nothing needs to reach it from elsewhere; the listener
+    audit in tests/reliability notices if Serve stops calling this hook.
+    """
+    from ray.serve._private import replica
+
+    names = vars(replica)
+    bind: Callable[[Any, str], Any] = names["add_port_to_grpc_server"]
+    if getattr(bind, "hindsight_loopback", False):
+        return
+
+    def on_loopback(server: Any, address: str) -> Any:
+        if address.startswith("[::]:"):
+            address = "127.0.0.1:" + address.removeprefix("[::]:")
+        return bind(server, address)
+
+    on_loopback.hindsight_loopback = True  # type: ignore[attr-defined]
+    names["add_port_to_grpc_server"] = on_loopback
+
+
+def build_app(
+    settings: Settings, ingress: IngressConfig, env: dict[str, str] | None = None, *, loopback_only: bool = False
+) -> Application:
+    """The Serve application; ``env`` is the replicas' share of :func:`ingress_env`.
+
+    ``loopback_only``: the replicas run on a local Ray instance whose node address is the loopback,
+    so their internal gRPC server listens there only.
+    """
     actor_options: dict[str, object] = {"num_cpus": ingress.num_cpus}
     if env:
         actor_options["runtime_env"] = {"env_vars": env}
@@ -62,7 +96,7 @@ def build_app(settings: Settings, ingress: IngressConfig, env: dict[str, str] | 
         num_replicas=ingress.num_replicas,
         max_ongoing_requests=ingress.max_ongoing_requests,
         ray_actor_options=actor_options,
-    ).bind(settings)
+    ).bind(settings, loopback_only)
 
 
 def ingress_env(http: HttpConfig) -> dict[str, str]:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _ip_address(value: str) -> str:
+    ipaddress.ip_address(value)
+    return value
+
+
 class HttpConfig(_Section):
-    host: str = "127.0.0.1"
+    host: str = Field(
+        default="127.0.0.1",
+        description="Interface of the MCP endpoint. 0.0.0.0 exposes it on every interface (behind your TLS proxy).",
+    )
     port: int = Field(default=8000, ge=1, le=65535)
     ingress: Literal["haproxy", "proxy"] = Field(
         default="haproxy",
@@ -22,6 +31,14 @@ class HttpConfig(_Section):
             "haproxy: Ray Serve's bundled HAProxy listens on the port and forwards straight to the "
             "replicas (direct ingress). proxy: Serve's Python proxy actor relays every request "
             "through a Ray call, several times slower per request."
+        ),
+    )
+    stats_host: Annotated[str, AfterValidator(_ip_address)] = Field(
+        default="127.0.0.1",
+        description=(
+            "Interface of HAProxy's stats page and Prometheus exporter when hindsight serve starts Ray "
+            "itself. Loopback unless something off this host must scrape HAProxy; the service's own "
+            "metrics are at /metrics on the MCP port."
         ),
     )
 

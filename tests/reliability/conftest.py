@@ -1,0 +1,31 @@
+"""Fixtures for tests that run ``hindsight serve`` as a real process."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.net import HaproxyGuard
+from tests.reliability.service import ServeProcess, short_tmp
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[Path]:
+    path = short_tmp()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[ServeProcess]]:
+    """Processes a test starts; whatever is left of them is ended afterwards."""
+    processes: list[ServeProcess] = []
+    yield processes
+    for process in processes:
+        process.cleanup()
+        # The HAProxy run directory of the data directory (outside it: socket paths stay short).
+        guard = HaproxyGuard.for_data_dir(process.data_dir, "127.0.0.1", base=process.ray_tmp)
+        shutil.rmtree(guard.run_dir, ignore_errors=True)
