@@ -16,12 +16,12 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from actors.engine import attribute_batch
+from actors.engine import attribute_batch, served_feedback
 from cluster.core.errors import HindsightError, NotFound
 from cluster.experience.models import LearnReport
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
-from cluster.trajectories.models import ResultStatus, Trajectory
+from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
@@ -141,15 +141,12 @@ class AnalysisService:
         return store.load_many(owner, ids)
 
     def _feedback(self, owner: str, trajectory: Trajectory) -> None:
-        outcome = trajectory.outcome
-        if outcome is None or not outcome.served_template_ids or outcome.status is ResultStatus.PARTIAL:
+        verdicts = served_feedback(trajectory)
+        if not verdicts:
             return
         try:
             self.experience.report_outcome(
-                owner,
-                outcome.served_template_ids,
-                outcome.status is ResultStatus.SUCCESS,
-                trajectory.trajectory_id,
+                owner, list(verdicts), next(iter(verdicts.values())), trajectory.trajectory_id
             )
         except NotFound:
             # Checked at finalize; a template gone since then only loses this one report.

@@ -65,8 +65,6 @@ class Services:
             store = SqlTrajectoryStore(session)
             depth = store.queue_depth()
             oldest = store.oldest_pending_at()
-        if oldest is not None and oldest.tzinfo is None:
-            oldest = oldest.replace(tzinfo=UTC)
         lag = (datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0
         return QueueState(depth=depth, lag_seconds=max(lag, 0.0))
 

@@ -22,7 +22,7 @@ import ray
 import ray.data
 
 from actors.engine import attribute_batch
-from cluster.experience.service import EXPORT_FORMAT, EXPORT_VERSION
+from cluster.experience.exchange import export_lines
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.repository import SqlTrajectoryStore
@@ -120,8 +120,7 @@ def reprocess(
     for name, found in sorted(per_owner.items()):
         path = output_dir / f"{name}.jsonl"
         # The experience exchange format (docs/experience-format.md): import_library reads it.
-        header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "count": len(found), "scorer": scorer}
-        lines = [json.dumps(header, sort_keys=True), *(json.dumps({"template": t}, sort_keys=True) for t in found)]
+        lines = export_lines(found, {"count": len(found), "scorer": scorer})
         path.write_text("\n".join(lines) + "\n")
         outputs.append(path)
     counts = Counter({name: len(found) for name, found in per_owner.items()})

@@ -21,11 +21,6 @@ from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow
 from cluster.experience.templates import ExperienceTemplate
 
 
-def _aware(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything we store is UTC.
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 def _owner_is(owner: str) -> ColumnElement[bool]:
     """The owner filter for lookups by a list of ids.
 
@@ -185,7 +180,7 @@ class SqlExperienceStore:
                 after=r.after,
                 reason=ConfidenceReason(r.reason),
                 trajectory_id=r.trajectory_id,
-                at=_aware(r.at),
+                at=r.at,
             )
             for r in rows
         ]

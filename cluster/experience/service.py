@@ -13,7 +13,6 @@ their results.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from actors.engine import merge_into_library, update_confidence
+from actors.engine import apply_outcome, merge_into_library
 from actors.engine.serving import (
     Fit,
     applicable,
@@ -36,6 +35,7 @@ from actors.engine.serving import (
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
+from cluster.experience.exchange import export_lines, parse_export
 from cluster.experience.models import (
     MAX_TOP_K,
     ConfidenceChange,
@@ -57,8 +57,6 @@ from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
 
-EXPORT_FORMAT = "hindsight-experience"
-EXPORT_VERSION = 1
 # Learned templates, and imported ones whose id is not already the owner's, get a stable id of
 # the owner's own: uuid5(this, "owner:id").
 IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
@@ -343,9 +341,7 @@ class ExperienceService:
                 if trajectory_id is not None and not store.claim_outcome(owner, template_id, trajectory_id, succeeded):
                     counted.append(template_id)
                     continue
-                updated = template.model_copy(
-                    update={"confidence": update_confidence(template.confidence, succeeded), "updated_at": _now()}
-                )
+                updated = apply_outcome(template, succeeded, _now())
                 before, _ = store.replace(owner, updated, reason, trajectory_id)
                 changes.append(
                     ConfidenceChange(
@@ -419,10 +415,9 @@ class ExperienceService:
             store = SqlExperienceStore(session)
             count = store.count(owner)
             templates = [t for t, _ in store.iter_owner(owner)]
-        header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": _now().isoformat(), "count": count}
-        yield json.dumps(header, sort_keys=True)
-        for template in templates:
-            yield json.dumps({"template": template.model_dump(mode="json")}, sort_keys=True)
+        yield from export_lines(
+            [t.model_dump(mode="json") for t in templates], {"exported_at": _now().isoformat(), "count": count}
+        )
 
     def import_library(self, owner: str, lines: Iterable[str]) -> ImportReport:
         """Add templates from an export, skipping what the library already holds.
@@ -437,7 +432,7 @@ class ExperienceService:
                 (the message names the line).
         """
         _check_owner(owner)
-        incoming = _parse_export(lines)
+        incoming = parse_export(lines)
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             store.lock_owner(owner)
@@ -558,28 +553,3 @@ def _served(scored: ScoredTemplate) -> ServedExperience:
 def _owned_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:
     """A stable id for the owner's copy of a template named ``template_id`` elsewhere."""
     return uuid.uuid5(IMPORT_NAMESPACE, f"{owner}:{template_id}")
-
-
-def _parse_export(lines: Iterable[str]) -> list[ExperienceTemplate]:
-    iterator = (line for line in lines if line.strip())
-    first = next(iterator, None)
-    if first is None:
-        raise InvalidInput("empty import: expected a header line")
-    try:
-        header = json.loads(first)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"line 1: header is not JSON: {exc}") from exc
-    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
-        raise InvalidInput(f"line 1: not a {EXPORT_FORMAT} file")
-    if header.get("version") != EXPORT_VERSION:
-        raise InvalidInput(f"line 1: unsupported {EXPORT_FORMAT} version {header.get('version')!r}")
-    templates: list[ExperienceTemplate] = []
-    for number, line in enumerate(iterator, start=2):
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or "template" not in record:
-                raise InvalidInput("expected an object with a 'template' key")
-            templates.append(ExperienceTemplate.model_validate(record["template"]))
-        except (json.JSONDecodeError, ValidationError, InvalidInput) as exc:
-            raise InvalidInput(f"line {number}: {exc}") from exc
-    return templates

@@ -346,16 +346,12 @@ def _node(row: NodeRow) -> Node:
 
 
 def _trajectory(row: TrajectoryRow, nodes: Sequence[NodeRow]) -> Trajectory:
-    created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
-    finalized = row.finalized_at
-    if finalized is not None and finalized.tzinfo is None:
-        finalized = finalized.replace(tzinfo=UTC)  # SQLite hands back naive datetimes
     return Trajectory(
         header=_header(row),
         owner=row.owner,
         status=TrajectoryStatus(row.status),
         outcome=Outcome.model_validate(row.outcome) if row.outcome is not None else None,
-        created_at=created,
-        finalized_at=finalized,
+        created_at=row.created_at,
+        finalized_at=row.finalized_at,
         nodes=tuple(_node(n) for n in nodes),
     )

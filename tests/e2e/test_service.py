@@ -240,6 +240,44 @@ async def test_any_scrape_counts_every_replica_and_worker(
         service.stop()
 
 
+async def test_a_change_through_one_replica_is_what_the_other_serves(
+    ray_session: None, settings: Settings, serve_port: int
+) -> None:
+    service = start_service(
+        settings,
+        ServeConfig(
+            http=HttpConfig(port=serve_port),
+            ingress=IngressConfig(num_replicas=2),
+            attribution=AttributionConfig(workers=0),
+        ),
+    )
+    try:
+        first, second = replica_urls(service)
+        question = {"query": "which city does the customer live in"}
+
+        async def values() -> list[str]:
+            # Asked twice: the second answer may come from the replica's query cache.
+            async with http_client(f"{second}/mcp/", "token-alice") as reader:
+                answers = [await call(reader, "memory_query", question) for _ in range(2)]
+            assert answers[0]["hits"] == answers[1]["hits"]
+            return [h["memory"]["value"] for h in answers[1]["hits"]]
+
+        async with http_client(f"{first}/mcp/", "token-alice") as writer:
+            written = await call(writer, "memory_write", {"key": "city", "value": "The customer lives in Lisbon"})
+            assert await values() == ["The customer lives in Lisbon"]
+            updated = await call(
+                writer, "memory_update", {"memory_id": written["memory_id"], "value": "Lives in Porto"}
+            )
+            assert await values() == ["Lives in Porto"]
+            superseding = await call(writer, "memory_write", {"key": "city", "value": "The customer moved to Faro"})
+            assert superseding["superseded_id"] == updated["memory_id"]
+            assert await values() == ["The customer moved to Faro"]
+            await call(writer, "memory_forget", {"memory_id": superseding["memory_id"]})
+            assert await values() == []
+    finally:
+        service.stop()
+
+
 async def test_stdio_serves_the_same_tools_and_learns(tmp_path: Path) -> None:
     env = {**os.environ, "HINDSIGHT_DATA_DIR": str(tmp_path), "HINDSIGHT_LOCAL_OWNER": "me"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "cluster.cli", "stdio"], env=env)
