@@ -223,7 +223,7 @@ async def learning_lag(agents: list[Agent], timeout_s: float = 60) -> list[float
         finalized = time.perf_counter()
         query = {"context": "import 300 products", "role": "executor", "task_type": task_type, "min_confidence": 0}
         while time.perf_counter() - finalized < timeout_s:
-            if (await client.call("query_experience", query))["templates"]:
+            if (await client.call("query_experience", query))["experiences"]:
                 return [time.perf_counter() - finalized]
             await asyncio.sleep(0.05)
         return [float("inf")]
