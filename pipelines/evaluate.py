@@ -74,7 +74,7 @@ from typing import Annotated
 from pydantic import Field, computed_field
 
 from actors.engine import attribute_batch, merge_into_library
-from actors.engine.credit import credit_context
+from actors.engine.credit import credit_context, get_scorer
 from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score, snapshot_features
 from actors.engine.signature import decision_signature, signature_key
 from cluster.core.errors import InvalidInput
@@ -449,6 +449,7 @@ def evaluate(
     owners = {t.owner for t in trajectories}
     if len(owners) > 1:
         raise InvalidInput(f"evaluate one owner at a time, got {len(owners)}: owners never share evidence")
+    get_scorer(config.scorer)  # an unknown name fails here, even when there is nothing to learn from
     split = split_by_time(trajectories, config.holdout)
     library = build_library(
         split.train, config.scorer, batch_size=config.batch_size, history_limit=config.history_limit
