@@ -193,5 +193,25 @@ def evaluate(
         typer.echo(f"wrote {json_path}")
 
 
+@app.command()
+def reindex(
+    owner: Annotated[str | None, typer.Option(help="Only this owner's templates (default: every owner).")] = None,
+    actors: Annotated[int, typer.Option(min=1, help="Embedding actors (one embedder, one thread each).")] = 2,
+    batch_size: Annotated[int, typer.Option(min=1, help="Templates embedded per actor call.")] = 256,
+) -> None:
+    """Rebuild the experience vectors in Milvus from SQL with a Ray Data job; stale vectors are removed."""
+    from cluster.runner import ensure_ray
+    from pipelines.reindex import reindex as run
+
+    settings = load_settings()
+    ensure_ray(settings)
+    summary = run(settings, owner=owner, actors=actors, batch_size=batch_size)
+    rate = summary.total / summary.seconds if summary.seconds else 0.0
+    typer.echo(
+        f"{summary.total} vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
+        f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
+    )
+
+
 if __name__ == "__main__":
     app()
