@@ -169,8 +169,10 @@ def main() -> None:
         for kind, actors in plan:
             command = [sys.executable, "-m", "bench.reindex", "--variant", kind, "--actors", str(actors)]
             command += ["--data-dir", str(data_dir), "--uri", server.uri]
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                sys.exit(f"{kind} x{actors} failed:\n{done.stderr[-4000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
             assert result["indexed"] == args.templates, result
             results.append(result)
             print(f"  {result['variant']}: {result['rows_per_s']} rows/s", flush=True)

@@ -58,8 +58,8 @@ The metrics, per decision node
 * **tokens served**: the prompt block (:func:`~cluster.experience.templates.render_prompt_block`)
   measured with the caller's token counter (the CLI uses the embedder's tokenizer), summed.
 
-Every node counts once, so a decision the agent retried three times weighs three times: each
-attempt was a moment it could have asked.
+Each decision node is one case, so a decision the agent tried three times weighs three times:
+each attempt was a moment it could have asked.
 """
 
 from __future__ import annotations
