@@ -170,5 +170,71 @@ def reprocess(
         typer.echo(f"wrote {path}")
 
 
+@app.command()
+def evaluate(
+    scorer: Annotated[
+        list[str] | None, typer.Option(help="Registered scorer name; repeat to compare several (default: default).")
+    ] = None,
+    scorer_module: Annotated[list[str] | None, typer.Option(help="Module to import first (registers scorers).")] = None,
+    owner: Annotated[str | None, typer.Option(help="Only this owner (default: every owner, each on its own).")] = None,
+    holdout: Annotated[float, typer.Option(help="Newest share of each owner's trajectories held out.")] = 0.2,
+    top_k: Annotated[int | None, typer.Option(help="Templates served per decision (default experience_top_k).")] = None,
+    min_confidence: Annotated[
+        float | None, typer.Option(help="Confidence threshold (default confidence_threshold).")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the reports as JSON here.")] = None,
+    details: Annotated[bool, typer.Option(help="Put every decision's result in the JSON.")] = False,
+    groups: Annotated[bool, typer.Option(help="A row per role and task type.")] = True,
+) -> None:
+    """Offline evaluation: learn a library from older trajectories, score it on the newest (hit@k, avoid
+    precision, coverage, tokens served). No agents, Ray or Milvus needed."""
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from cluster.core.errors import InvalidInput
+    from pipelines.evaluate_job import evaluation_table, run_evaluation, write_json
+
+    try:
+        reports = run_evaluation(
+            load_settings(),
+            scorer or ["default"],
+            owner=owner,
+            holdout=holdout,
+            top_k=top_k,
+            min_confidence=min_confidence,
+            scorer_modules=scorer_module or [],
+            keep_decisions=details,
+        )
+    except (InvalidInput, ValidationError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if not reports:
+        typer.echo("no finalized trajectories to evaluate")
+        raise typer.Exit(1)
+    Console(width=160).print(evaluation_table(reports, groups=groups))
+    if json_path is not None:
+        write_json(reports, json_path)
+        typer.echo(f"wrote {json_path}")
+
+
+@app.command()
+def reindex(
+    owner: Annotated[str | None, typer.Option(help="Only this owner's templates (default: every owner).")] = None,
+    actors: Annotated[int, typer.Option(min=1, help="Embedding actors (one embedder, one thread each).")] = 2,
+    batch_size: Annotated[int, typer.Option(min=1, help="Templates embedded per actor call.")] = 256,
+) -> None:
+    """Rebuild the experience vectors in Milvus from SQL with a Ray Data job; stale vectors are removed."""
+    from cluster.runner import ensure_ray
+    from pipelines.reindex import reindex as run
+
+    settings = load_settings()
+    ensure_ray(settings)
+    summary = run(settings, owner=owner, actors=actors, batch_size=batch_size)
+    rate = summary.total / summary.seconds if summary.seconds else 0.0
+    typer.echo(
+        f"{summary.total} vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
+        f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
+    )
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,97 @@
+"""The Ray Data reindex job: after it, queries give the answers they gave before the index was damaged."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.core.types import utcnow
+from cluster.experience.ports import IndexRow
+from cluster.experience.repository import SqlExperienceStore
+from cluster.services import Services, build_services
+from cluster.settings import Settings
+from cluster.storage.milvus import MilvusLiteServer
+from pipelines.reindex import reindex
+from tests.integration.experience.factories import template
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
+
+LESSONS = {
+    "team-a": [
+        ("bulk_import", "a product import has more than 20 rows with a uniform schema"),
+        ("add_item", "a product import has a handful of rows"),
+        ("set_encoding", "an export holds non-ASCII names"),
+        ("retry_with_backoff", "the payment gateway answers 429"),
+        ("resize_first", "an upload is larger than 10 MB"),
+        ("geocode_batch", "more than 50 addresses need coordinates"),
+    ],
+    "team-b": [
+        ("bulk_import", "a catalog sync has more than 100 rows"),
+        ("scrape_api", "the page renders with JavaScript"),
+        ("transcode_padded", "a video has odd dimensions"),
+    ],
+}
+QUERIES = ["import 300 products from a CSV file", "export customer names with accents", "upload a 40 MB photo"]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Iterator[Settings]:
+    # The test owns the Lite file and serves it, as the service does; the job's actors connect by URI.
+    with MilvusLiteServer(tmp_path / "milvus.db") as server:
+        yield Settings(data_dir=tmp_path, milvus_uri=server.uri)
+
+
+@pytest.fixture
+def services(settings: Settings) -> Iterator[Services]:
+    svc = build_services(settings)
+    for owner, lessons in LESSONS.items():
+        for tool, when in lessons:
+            svc.experience.add_template(owner, template(tool, when, task_type=None))
+    yield svc
+    svc.close()
+
+
+def answers(services: Services, owner: str) -> list[list[uuid.UUID]]:
+    return [
+        [s.template.template_id for s in services.experience.query_experience(owner, q, "executor").templates]
+        for q in QUERIES
+    ]
+
+
+def test_queries_answer_as_before_after_a_ray_data_reindex(
+    ray_session: None, settings: Settings, services: Services
+) -> None:
+    before = {owner: answers(services, owner) for owner in LESSONS}
+    index = services.experience.index
+    with services.db.read() as session:
+        team_a = [t.template_id for t, _ in SqlExperienceStore(session).iter_owner("team-a")]
+    # Damage the index: two vectors lost, one left behind by a template SQL no longer has.
+    index.delete("team-a", team_a[:2])
+    ghost = uuid.uuid4()
+    now = utcnow()
+    index.upsert([IndexRow(ghost, "team-a", "executor", None, 0.99, now, now, [1.0] + [0.0] * 383)])
+    assert answers(services, "team-a") != before["team-a"]
+
+    summary = reindex(settings, actors=2, batch_size=2)
+
+    assert summary.written == {"team-a": 6, "team-b": 3}
+    assert summary.stale_removed == {"team-a": 1, "team-b": 0}
+    assert {owner: answers(services, owner) for owner in LESSONS} == before
+    assert ghost not in index.ids("team-a")
+    assert (index.count("team-a"), index.count("team-b")) == (6, 3)
+    with services.db.read() as session:
+        assert SqlExperienceStore(session).index_backlog_size() == 0
+
+
+def test_reindexing_one_owner_leaves_the_others_alone(
+    ray_session: None, settings: Settings, services: Services
+) -> None:
+    before = answers(services, "team-b")
+    services.experience.index.delete_owner("team-a")
+    summary = reindex(settings, owner="team-b", actors=1)
+    assert summary.written == {"team-b": 3}
+    assert answers(services, "team-b") == before
+    assert services.experience.index.count("team-a") == 0
