@@ -45,7 +45,8 @@ _STORE_THREADS = anyio.CapacityLimiter(4)
 # A SQLite capture write finding the lock taken retries on the loop for up to ~20 ms, then waits in a
 # thread. Measured with two replicas and 32 agents: a thread for every busy lock cost a quarter of
 # the single-node call rate.
-_INLINE_TRIES = 20
+_INLINE_TRIES = 60
+_INLINE_YIELDS = 40
 _INLINE_RETRY_S = 0.001
 
 
@@ -70,6 +71,7 @@ class Toolbox:
         # costs more than that (the GIL changes hands around every SQLite call), so it runs on the
         # event loop. A network database keeps the event loop free for other requests instead.
         self._capture_inline = self.services.db.dialect == "sqlite"
+        self._capture_queue = anyio.Lock()
 
     def owner(self, ctx: Context) -> str:
         """The owner the request's credential maps to (never a tool argument)."""
@@ -88,14 +90,16 @@ class Toolbox:
         waits for a writer (a worker's learn transaction, the other replica); then a thread waits.
         """
         if self._capture_inline:
-            # Another writer holds the lock for about a millisecond: yield the loop to other requests
-            # and try again, which is cheaper than a thread hop; a long wait goes to a thread.
-            for _ in range(_INLINE_TRIES):
-                with self.services.db.writes_if_free() as free:
-                    if free:
-                        with tool_errors():
-                            return fn(*args, **kwargs)
-                await anyio.sleep(_INLINE_RETRY_S)
+            # Writers of this process queue on the loop (no CPU while they wait); the one at the
+            # front takes the file lock if it is free, else lets the loop run and tries again: another
+            # process's write holds it for about a millisecond. A long wait goes to a thread.
+            async with self._capture_queue:
+                for attempt in range(_INLINE_TRIES):
+                    with self.services.db.writes_if_free() as free:
+                        if free:
+                            with tool_errors():
+                                return fn(*args, **kwargs)
+                    await anyio.sleep(0 if attempt < _INLINE_YIELDS else _INLINE_RETRY_S)
         return await self.call(fn, *args, **kwargs)
 
     def tool(self, description: str | None = None) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
