@@ -214,8 +214,10 @@ class Database:
             yield session
 
     def ping(self) -> bool:
+        """Whether the database answers. Read-only: on SQLite a health check must not queue for the
+        write lock (every check took ``BEGIN IMMEDIATE`` before)."""
         try:
-            with self.engine.connect() as conn:
+            with self.engine.execution_options(**{READ_ONLY: True}).connect() as conn:
                 conn.exec_driver_sql("SELECT 1")
         except Exception:
             return False

@@ -58,3 +58,30 @@ def test_postgres_never_reports_busy(database: Database) -> None:
         return
     with database.writes_if_free() as free:
         assert free
+
+
+def test_a_health_ping_does_not_wait_for_a_writer(tmp_path: Path) -> None:
+    db = sqlite_db(tmp_path)
+    other = Database(db.url)
+    holding, done = threading.Event(), threading.Event()
+    answered: list[bool] = []
+
+    def writer() -> None:
+        with other.transaction() as session:
+            session.execute(text("SELECT 1"))  # the transaction now holds SQLite's write lock
+            holding.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(5)
+        pinger = threading.Thread(target=lambda: answered.append(db.ping()))
+        pinger.start()
+        pinger.join(5)  # a write-mode ping would sit in SQLite's busy wait until the writer ends
+        assert answered == [True]
+    finally:
+        done.set()
+        thread.join(10)
+    db.dispose()
+    other.dispose()
