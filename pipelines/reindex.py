@@ -42,7 +42,7 @@ import numpy as np
 import ray
 import ray.data
 
-from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.core.errors import InvalidInput
 from cluster.embedding import build_embedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.ports import IndexRow
@@ -105,21 +105,7 @@ class EmbedAndUpsert:
         templates = [ExperienceTemplate.model_validate_json(str(t)) for t in batch["template"]]
         owners = [str(o) for o in batch["owner"]]
         vectors = self._embedder.embed([str(t) for t in batch["text"]])
-        self._index.upsert(
-            [
-                IndexRow(
-                    template_id=t.template_id,
-                    owner=owner,
-                    role=t.role,
-                    task_type=t.task_type,
-                    confidence=t.confidence,
-                    created_at=t.created_at,
-                    updated_at=t.updated_at,
-                    vector=vector,
-                )
-                for t, owner, vector in zip(templates, owners, vectors, strict=True)
-            ]
-        )
+        self._index.upsert([IndexRow.of(o, t, v) for t, o, v in zip(templates, owners, vectors, strict=True)])
         by_owner: dict[str, list[ExperienceTemplate]] = {}
         for t, owner in zip(templates, owners, strict=True):
             by_owner.setdefault(owner, []).append(t)
@@ -246,15 +232,8 @@ def _driver_index(settings: Settings, uri: str) -> Iterator[MilvusExperienceInde
     reconnecting failed (seen twice with 10k templates on 2 actors). A dedicated connection is
     really closed, and the stale phase opens a fresh one.
     """
-    from pymilvus import MilvusClient
-
-    kwargs: dict[str, Any] = {"uri": uri, "timeout": 30.0, "dedicated": True}
-    if settings.milvus_token is not None:
-        kwargs["token"] = settings.milvus_token.get_secret_value()
-    try:
-        client = MilvusClient(**kwargs)
-    except Exception as exc:  # pymilvus raises several unrelated types for "cannot connect"
-        raise StoreUnavailable(f"cannot open Milvus at {uri}: {exc}") from exc
+    token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
+    client = open_milvus(uri, token, dedicated=True)
     try:
         yield MilvusExperienceIndex(client, dimension=settings.embedding.dimension)
     finally:

@@ -36,7 +36,7 @@ from pydantic import JsonValue
 
 from actors.engine.conditions import evaluate_features
 from actors.engine.features import Features, flatten_context
-from actors.engine.signature import goal_words, signature_key, situation_signature
+from actors.engine.signature import signature_key, situation_signature, situation_words
 from cluster.experience.templates import ExperienceTemplate
 
 WEIGHT_FIT = 0.5
@@ -78,10 +78,7 @@ def query_signature(
     """
     if not available_actions:
         return None
-    words: tuple[str, ...] = ()
-    if task_type is None:
-        goal = context_snapshot.get("goal")
-        words = goal_words(goal if isinstance(goal, str) else query_text)
+    words = situation_words(task_type, context_snapshot, query_text)
     return signature_key(
         situation_signature(
             role, task_type, words, tuple(sorted(set(available_actions))), tuple(sorted(context_snapshot))

@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Mapping
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from cluster.core.types import Frozen
 from cluster.trajectories.models import Node, Trajectory
@@ -65,17 +66,21 @@ def goal_words(text: str) -> tuple[str, ...]:
     return tuple(sorted(words)[:MAX_GOAL_WORDS])
 
 
+def situation_words(task_type: str | None, context_snapshot: Mapping[str, JsonValue], task: str) -> tuple[str, ...]:
+    """The goal words a signature carries: none with a task type, else the goal's (or the task's)."""
+    if task_type is not None:
+        return ()
+    goal = context_snapshot.get("goal")
+    return goal_words(goal if isinstance(goal, str) else task)
+
+
 def decision_signature(trajectory: Trajectory, node: Node) -> DecisionSignature:
     """The signature of ``node`` as a decision of ``trajectory``."""
     header = trajectory.header
-    words: tuple[str, ...] = ()
-    if header.task_type is None:
-        goal = node.context_snapshot.get("goal")
-        words = goal_words(goal if isinstance(goal, str) else header.task)
     return situation_signature(
         header.role,
         header.task_type,
-        words,
+        situation_words(header.task_type, node.context_snapshot, header.task),
         tuple(sorted(set(node.available_actions))),
         tuple(sorted(node.context_snapshot)),
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from cluster.experience.templates import ExperienceTemplate
+
 
 @dataclass(frozen=True)
 class IndexRow:
@@ -21,6 +23,20 @@ class IndexRow:
     created_at: datetime
     updated_at: datetime
     vector: Sequence[float]
+
+    @classmethod
+    def of(cls, owner: str, template: ExperienceTemplate, vector: Sequence[float]) -> IndexRow:
+        """The row of ``template``'s current version (its filter fields copied from the template)."""
+        return cls(
+            template_id=template.template_id,
+            owner=owner,
+            role=template.role,
+            task_type=template.task_type,
+            confidence=template.confidence,
+            created_at=template.created_at,
+            updated_at=template.updated_at,
+            vector=vector,
+        )
 
 
 @dataclass(frozen=True)

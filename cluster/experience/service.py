@@ -510,21 +510,7 @@ class ExperienceService:
         if not items:
             return
         vectors = self.embedder.embed([body for _, body in items])
-        self.index.upsert(
-            [
-                IndexRow(
-                    template_id=t.template_id,
-                    owner=owner,
-                    role=t.role,
-                    task_type=t.task_type,
-                    confidence=t.confidence,
-                    created_at=t.created_at,
-                    updated_at=t.updated_at,
-                    vector=v,
-                )
-                for (t, _), v in zip(items, vectors, strict=True)
-            ]
-        )
+        self.index.upsert([IndexRow.of(owner, t, v) for (t, _), v in zip(items, vectors, strict=True)])
 
 
 def _situation_text(context: str, task_type: str | None, situation: Situation) -> str:

@@ -269,8 +269,14 @@ class MilvusLiteServer:
             self._socket_path = None
 
 
-def open_milvus(target: str, token: str | None = None, *, timeout: float = 30.0) -> MilvusClient:
+def open_milvus(
+    target: str, token: str | None = None, *, timeout: float = 30.0, dedicated: bool = False
+) -> MilvusClient:
     """A client for ``target``: a server URI, or a Lite file (served by its owner, else in-process).
+
+    ``dedicated`` opens a connection of its own instead of pymilvus' shared one, for a caller that
+    idles for minutes between calls (the shared one outlives ``close()`` and its keepalive pings
+    can earn a GOAWAY from the server).
 
     Raises:
         InvalidInput: the Lite file name is not one milvus-lite accepts.
@@ -282,6 +288,8 @@ def open_milvus(target: str, token: str | None = None, *, timeout: float = 30.0)
         path = lite_path(target)
         uri = served_uri(path) or str(path)
     kwargs: dict[str, Any] = {"uri": uri, "timeout": timeout}
+    if dedicated:
+        kwargs["dedicated"] = True
     if token and not uri.endswith(".db"):
         kwargs["token"] = token
     try:
