@@ -4,6 +4,8 @@ Starts `hindsight serve` (deploy/serve.yaml: HAProxy ingress, two replicas, attr
 fresh embedded data directory and measures, for 8, 32 and 128 concurrent agents:
   * single-node `record_trajectory_node` calls: calls/s and p50/p99 latency;
   * batched `record_trajectory_nodes` (50 nodes a call): nodes/s;
+  * long-term memory: each agent alternates `memory_write` and `memory_query` (calls/s, p50/p95 of each),
+    measured beside capture in the same run;
   * finalize -> experience queryable lag (p50/p95), polling `query_experience`.
 Each agent speaks MCP's Streamable HTTP wire format itself (JSON-RPC `tools/call` POSTs, stateless
 JSON responses) so that the load generator, on the same two cores, leaves the CPU to the server;
@@ -232,6 +234,44 @@ async def learning_lag(agents: list[Agent], timeout_s: float = 60) -> list[float
     return lags
 
 
+THINGS = ("deploy target", "database", "on-call contact", "release branch", "API quota", "region", "owner")
+PROJECTS = ("billing", "search", "checkout", "ingest", "reports", "auth", "mobile", "warehouse")
+
+
+async def memory_calls(agents: list[Agent], calls: int) -> dict[str, float]:
+    """Each agent writes a fact, then asks about one: half writes, half queries over one owner's memories."""
+
+    async def agent(i: int) -> list[tuple[str, float]]:
+        out = []
+        for k in range(calls // 2):
+            thing, project = THINGS[(i + k) % len(THINGS)], PROJECTS[(i * 7 + k) % len(PROJECTS)]
+            write = {
+                "key": f"{project}/{thing}/{i}-{k}",
+                "value": f"The {thing} of {project} is {i * 100 + k} (noted by agent {i}).",
+                "entity": project,
+            }
+            t = time.perf_counter()
+            await agents[i].call("memory_write", write)
+            out.append(("write", time.perf_counter() - t))
+            t = time.perf_counter()
+            await agents[i].call("memory_query", {"query": f"what is the {thing} of {project}?", "top_k": 5})
+            out.append(("query", time.perf_counter() - t))
+        return out
+
+    start = time.perf_counter()
+    timed = [x for chunk in await asyncio.gather(*(agent(i) for i in range(len(agents)))) for x in chunk]
+    elapsed = time.perf_counter() - start
+    writes = [t for kind, t in timed if kind == "write"]
+    queries = [t for kind, t in timed if kind == "query"]
+    return {
+        "memory_calls_per_s": round(len(timed) / elapsed, 1),
+        "write_p50_ms": round(percentile(writes, 0.5) * 1000, 1),
+        "write_p95_ms": round(percentile(writes, 0.95) * 1000, 1),
+        "query_p50_ms": round(percentile(queries, 0.5) * 1000, 1),
+        "query_p95_ms": round(percentile(queries, 0.95) * 1000, 1),
+    }
+
+
 @dataclass
 class Target:
     name: str
@@ -278,6 +318,8 @@ async def drive(name: str, url: str, n: int, calls: int, sdk_client: bool, lag: 
         await single_node_calls(fleet, 5)  # warm-up: connections, replicas' first requests
         rate, p50, p99 = await single_node_calls(fleet, calls)
         nodes_per_s = await batched_calls(fleet, max(1, calls // 10))
+        await memory_calls(fleet, 4)  # warm-up: each replica's embedder and Milvus connection
+        memory = await memory_calls(fleet, calls // 2)
     row = {
         "transport": name,
         "client": "sdk" if sdk_client else "wire",
@@ -287,7 +329,7 @@ async def drive(name: str, url: str, n: int, calls: int, sdk_client: bool, lag: 
         "single_p50_ms": round(p50, 1),
         "single_p99_ms": round(p99, 1),
         "batched_nodes_per_s": round(nodes_per_s, 1),
-    }
+    } | memory
     if lag:
         async with sdk_agents(mcp_url, min(n, 8)) as teachers:
             lags = await learning_lag(teachers)

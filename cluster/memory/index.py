@@ -112,8 +112,11 @@ class MilvusMemoryIndex:
         """Create the collection if it does not exist (idempotent)."""
         self.rows.ensure()
 
-    def upsert(self, rows: Sequence[VectorRow]) -> None:
-        """Write vectors; a seq already indexed is replaced (so a retried write is harmless)."""
+    def upsert(self, rows: Sequence[VectorRow], *, fresh: bool = False) -> None:
+        """Write vectors; a seq already indexed is replaced (so a retried write is harmless).
+
+        ``fresh``: these seqs were just drawn, so none can be indexed yet (see ``MilvusCollection.upsert``).
+        """
         self.rows.upsert(
             [
                 {
@@ -124,7 +127,8 @@ class MilvusMemoryIndex:
                     "vector": row.vector,
                 }
                 for row in rows
-            ]
+            ],
+            fresh=fresh,
         )
 
     def search(

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cluster.core.errors import Conflict, InvalidInput
+from cluster.core.errors import Conflict, HindsightError, InvalidInput
 from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
@@ -201,6 +201,43 @@ class MemoryService:
         self._settle(owner, _with_vectors(rows, vectors))
         return results
 
+    def apply_write_batch(
+        self, items: Sequence[tuple[str, MemoryWrite]], *, now: datetime | None = None
+    ) -> list[MemoryWriteResult | HindsightError]:
+        """Writes of concurrent callers in as few units of work as possible: one per owner.
+
+        Returns, in order, each write's result or the error that refused it; one bad write fails
+        only itself (a refused group is written again one by one, so the others still land).
+        """
+        results: list[MemoryWriteResult | HindsightError | None] = [None] * len(items)
+        groups: dict[str, list[int]] = {}
+        for i, (owner, request) in enumerate(items):
+            try:
+                check_owner(owner)
+                self._check(owner, request)
+            except HindsightError as exc:
+                results[i] = exc
+                continue
+            groups.setdefault(owner, []).append(i)
+        for owner, members in groups.items():
+            try:
+                written = self.apply_writes(owner, [items[i][1] for i in members], now=now)
+            except HindsightError as exc:
+                if len(members) == 1:
+                    results[members[0]] = exc
+                    continue
+                # One write the store refuses (e.g. a concurrent write of its key) must not fail the
+                # rest of its group: each is written on its own.
+                for i in members:
+                    try:
+                        results[i] = self.apply_writes(owner, [items[i][1]], now=now)[0]
+                    except HindsightError as one:
+                        results[i] = one
+                continue
+            for i, result in zip(members, written, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
+
     def _check(self, owner: str, request: MemoryWrite) -> None:
         self.limits.check(request.value, request.metadata, request.context)
         self.index.check(owner, request.scope.key, request.entity)
@@ -321,7 +358,8 @@ class MemoryService:
         return self.upkeep.flush_accesses()
 
     def _settle(self, owner: str, upserts: Sequence[VectorRow] = (), deletes: Sequence[int] = ()) -> None:
-        self.upkeep.settle(owner, upserts, deletes)
+        # Upserts here are always new versions from _insert_versions: seqs drawn in the commit just made.
+        self.upkeep.settle(owner, upserts, deletes, fresh=True)
 
     # ------------------------------------------------------------------------------------- query
 

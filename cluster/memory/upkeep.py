@@ -73,17 +73,20 @@ class Upkeep:
         *,
         vanished: Sequence[int] = (),
         retry: bool = True,
+        fresh: bool = False,
     ) -> bool:
         """Apply committed vector work to Milvus and clear its queue entries; ``False`` if that failed.
 
         ``vanished`` are queued upserts whose rows are gone meanwhile: their vectors are deleted.
+        ``fresh``: the upserts are new versions settled by the write that made them, so Milvus
+        cannot hold them yet (queued work done later may have been half done: never fresh).
         A failure is logged, not raised: the write that queued the work has committed, and an error
         would make its caller retry it (a second version). The queue keeps the work.
         """
         if not upserts and not deletes and not vanished:
             return True
         try:
-            self.index.upsert(upserts)
+            self.index.upsert(upserts, fresh=fresh)
             self.index.delete(owner, [*deletes, *vanished])
         except StoreUnavailable:
             logger.warning("Milvus unavailable: %s memory vector changes stay queued", len(upserts) + len(deletes))

@@ -190,8 +190,12 @@ class MilvusCollection:
 
     # ------------------------------------------------------------------------------------- writes
 
-    def upsert(self, rows: Sequence[Mapping[str, Any]], batch_size: int = 2000) -> None:
+    def upsert(self, rows: Sequence[Mapping[str, Any]], batch_size: int = 2000, *, fresh: bool = False) -> None:
         """Write rows (every field of the spec plus ``vector``); a row with a known key replaces it.
+
+        ``fresh``: the caller knows no row with these keys was ever written (e.g. keys from a
+        sequence, written right after they were drawn), so the delete that makes a retry harmless
+        is skipped: it costs as much as the insert.
 
         Raises:
             InvalidInput: a string field holds a control character, or a field is missing or unknown.
@@ -204,7 +208,7 @@ class MilvusCollection:
         primary = self.spec.primary.name
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]
-            for owner in dict.fromkeys(r[self.spec.OWNER] for r in batch):
+            for owner in () if fresh else dict.fromkeys(r[self.spec.OWNER] for r in batch):
                 keys = [r[primary] for r in batch if r[self.spec.OWNER] == owner]
                 self._call("upsert", self.client.delete, self.name, filter=self._where(owner, keys=keys))
             self._call("upsert", self.client.insert, self.name, batch)

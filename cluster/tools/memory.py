@@ -22,6 +22,7 @@ from cluster.memory.models import (
     MemoryWriteResult,
 )
 from cluster.memory.policy import MemoryScope, Ttl
+from cluster.tools.batching import Batcher
 from cluster.tools.common import Toolbox, answer, tool_errors
 
 HIT_TEXT_CHARS = 300
@@ -44,6 +45,11 @@ def _hit_lines(result: MemoryQueryResult) -> str:
 
 def register_memory_tools(box: Toolbox) -> None:
     """``memory_write``, ``memory_query``, ``memory_update`` and ``memory_forget``."""
+
+    # Concurrent writes share one transaction, embedding pass and Milvus insert per owner.
+    writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(
+        lambda items: box.call(box.services.memory.apply_write_batch, items)
+    )
 
     @box.tool()
     async def memory_write(
@@ -69,7 +75,8 @@ def register_memory_tools(box: Toolbox) -> None:
                 entity=entity,
                 source_ids=tuple(source_ids or ()),
             )
-        result = await box.call(box.services.memory.apply_write, owner, request)
+        with tool_errors():
+            result = await writes.submit((owner, request))
         box.services.metrics.memory_writes.inc()
         return result
 
