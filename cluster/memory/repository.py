@@ -526,6 +526,23 @@ class SqlMemoryStore:
         )
         session.flush()
 
+    def logged(self, session: Session, owner: str, log_id: uuid.UUID) -> LoggedTurnRow | None:
+        row = session.scalar(select(MemoryLogRow).where(MemoryLogRow.owner == owner, MemoryLogRow.log_id == log_id))
+        if row is None:
+            return None
+        return LoggedTurnRow(
+            log_id=row.log_id,
+            owner=row.owner,
+            session_id=row.session_id,
+            speaker=row.speaker,
+            text=row.text,
+            at=row.at,
+            metadata=row.meta,
+            status=row.status,
+            memory_id=row.memory_id,
+            evaluated_at=row.evaluated_at,
+        )
+
     def log_owners(self, session: Session) -> list[str]:
         return list(
             session.scalars(select(MemoryLogRow.owner).where(MemoryLogRow.status == LogStatus.PENDING).distinct())
