@@ -650,11 +650,13 @@ class MemoryService:
         check_owner(owner)
         now = now or utcnow()
         with self.db.transaction() as session:
-            changed = self.store.end_session(session, owner, request.session_id, now)
-            if changed:
+            versions = self.store.end_session(session, owner, request.session_id, now)
+            if versions:
                 self.store.bump_generation(session, owner)
-        logger.info("ended session %s: %s memories expired", request.session_id, changed)
-        return SessionEndResult(session_id=request.session_id, expired=changed)
+        # Superseded versions expire too (history queries must not show them), but only current ones count.
+        expired = sum(1 for state in versions if state is MemoryState.CURRENT)
+        logger.info("ended session %s: %s memories expired", request.session_id, expired)
+        return SessionEndResult(session_id=request.session_id, expired=expired)
 
     def purge_expired(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
         """Delete expired memories (every version) from SQL and Milvus."""

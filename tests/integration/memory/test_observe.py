@@ -35,6 +35,10 @@ def test_a_second_state_change_of_the_same_thing_supersedes_the_first(memory: Me
     history = memory.query("alice", "where does the user live", top_k=10, include_history=True, now=later)
     states = {h.memory.value: h.memory.state for h in history.hits}
     assert states == {"I moved to Berlin": MemoryState.SUPERSEDED, "We moved to Paris last week": MemoryState.CURRENT}
+    # The session's end expires both versions, and counts the one memory that was current.
+    assert memory.end_session("alice", "s1", now=later).expired == 1
+    after = T0 + timedelta(hours=3)
+    assert memory.query("alice", "where does the user live", include_history=True, now=after).hits == ()
 
 
 def test_state_changes_of_different_things_both_stay_current(memory: MemoryService) -> None:
