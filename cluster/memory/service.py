@@ -533,6 +533,7 @@ class MemoryService:
                 record = self.store.get(session, owner, earlier.memory_id).record
         except NotFound:  # forgotten since
             return ObserveResult(log_id=earlier.log_id, repeated=True)
+        # A version's metadata never changes (an update writes a new version), so the rule's name is there.
         return ObserveResult(
             log_id=earlier.log_id,
             promoted=MemoryWriteResult(memory_id=record.memory_id, version=record.version),

@@ -61,6 +61,11 @@ def test_a_retried_turn_is_logged_and_stored_once(memory: MemoryService) -> None
     assert (again.reason, again.key) == (first.reason, first.key)
     history = memory.query("alice", "Berlin", top_k=10, include_history=True, now=T0 + timedelta(minutes=1))
     assert [h.memory.memory_id for h in history.hits] == [stored(first)]
+    # After an update the retry still names what the first call stored: version 1, superseded now.
+    memory.update("alice", stored(first), "I moved to Berlin-Mitte", metadata={"checked": True})
+    late = memory.observe("alice", "s1", turn, now=T0 + timedelta(seconds=9))
+    assert late.promoted is not None
+    assert (late.repeated, late.promoted.memory_id, late.reason) == (True, stored(first), first.reason)
     # A raw turn sent again is not a second turn that refers back to it.
     chat = Turn(text="My daughter Alma starts violin lessons in Porto")
     memory.observe("alice", "s1", chat, now=T0)
