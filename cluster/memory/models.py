@@ -127,10 +127,34 @@ class Turn(Frozen):
     metadata: JsonObject = Field(default_factory=dict)
 
 
+class MemoryObserve(Frozen):
+    """Input of ``memory_observe``: one turn of a session for the raw log."""
+
+    session_id: Name
+    turn: Turn
+
+
 class ObserveResult(Frozen):
     log_id: uuid.UUID
     promoted: MemoryWriteResult | None = Field(default=None, description="Set when a rule stored it at once.")
     reason: PromotionReason | None = None
+    key: Name | None = Field(
+        default=None, description="The stored memory's key; a state change's names what changed ('state:...')."
+    )
+    repeated: bool = Field(
+        default=False, description="The turn was logged before: nothing was written again; promoted names what was."
+    )
+
+
+class SessionEnd(Frozen):
+    """Input of ``memory_end_session``."""
+
+    session_id: Name
+
+
+class SessionEndResult(Frozen):
+    session_id: Name
+    expired: int = Field(ge=0, description="Memories bound to the session that expired now.")
 
 
 class MaintenanceReport(Frozen):

@@ -306,18 +306,21 @@ class SqlMemoryStore:
             .values(archived_at=None, activity=activity, activity_at=at)
         )
 
-    def end_session(self, session: Session, owner: str, session_id: str, at: datetime) -> int:
-        result = session.execute(
-            update(MemoryRow)
-            .where(
-                MemoryRow.owner == owner,
-                MemoryRow.session_id == session_id,
-                MemoryRow.session_bound.is_(True),
-                or_(MemoryRow.expires_at.is_(None), MemoryRow.expires_at > at),
+    def end_session(self, session: Session, owner: str, session_id: str, at: datetime) -> list[MemoryState]:
+        """Expire the session's bound memories, superseded versions too; returns the state of each."""
+        return list(
+            session.scalars(
+                update(MemoryRow)
+                .where(
+                    MemoryRow.owner == owner,
+                    MemoryRow.session_id == session_id,
+                    MemoryRow.session_bound.is_(True),
+                    or_(MemoryRow.expires_at.is_(None), MemoryRow.expires_at > at),
+                )
+                .values(expires_at=at)
+                .returning(MemoryRow.state)
             )
-            .values(expires_at=at)
         )
-        return int(getattr(result, "rowcount", 0) or 0)
 
     # -------------------------------------------------------------------------------------- reads
 
@@ -525,6 +528,23 @@ class SqlMemoryStore:
             )
         )
         session.flush()
+
+    def logged(self, session: Session, owner: str, log_id: uuid.UUID) -> LoggedTurnRow | None:
+        row = session.scalar(select(MemoryLogRow).where(MemoryLogRow.owner == owner, MemoryLogRow.log_id == log_id))
+        if row is None:
+            return None
+        return LoggedTurnRow(
+            log_id=row.log_id,
+            owner=row.owner,
+            session_id=row.session_id,
+            speaker=row.speaker,
+            text=row.text,
+            at=row.at,
+            metadata=row.meta,
+            status=row.status,
+            memory_id=row.memory_id,
+            evaluated_at=row.evaluated_at,
+        )
 
     def log_owners(self, session: Session) -> list[str]:
         return list(

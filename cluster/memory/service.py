@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cluster.core.errors import Conflict, HindsightError, InvalidInput
+from cluster.core.errors import Conflict, HindsightError, InvalidInput, NotFound
 from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
@@ -39,6 +39,7 @@ from cluster.memory.models import (
     MemoryForget,
     MemoryForgetResult,
     MemoryHit,
+    MemoryObserve,
     MemoryQuery,
     MemoryQueryResult,
     MemoryRecord,
@@ -46,6 +47,8 @@ from cluster.memory.models import (
     MemoryWrite,
     MemoryWriteResult,
     ObserveResult,
+    SessionEnd,
+    SessionEndResult,
     Turn,
     value_text,
 )
@@ -66,10 +69,12 @@ from cluster.memory.policy import (
     next_version,
     promotion_target,
     rrf,
+    state_key,
+    turn_log_id,
     validity_for,
     write_trigger,
 )
-from cluster.memory.repository import LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
+from cluster.memory.repository import LoggedRow, LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
 from cluster.memory.tables import IndexOp
 from cluster.memory.upkeep import Upkeep
 from cluster.storage.db import Database
@@ -502,14 +507,26 @@ class MemoryService:
     def observe(self, owner: str, session_id: str, turn: Turn, *, now: datetime | None = None) -> ObserveResult:
         """Log a raw interaction (cheap). A turn that asks to be remembered, or reports a state
         change, is stored at once by rule; everything else waits for :meth:`reevaluate`."""
+        return self.apply_observe(owner, _parse(MemoryObserve, session_id=session_id, turn=turn), now=now)
+
+    def apply_observe(self, owner: str, request: MemoryObserve, *, now: datetime | None = None) -> ObserveResult:
+        """The ``memory_observe`` tool.
+
+        Retry-safe: a turn already logged (same session, speaker, text and ``at``) is not logged or
+        stored again; the answer names what the first call stored (``repeated``).
+        """
         check_owner(owner)
-        if not session_id or len(session_id) > 200 or "\x00" in session_id:
-            raise InvalidInput("session_id must be a non-empty string of at most 200 characters without NUL")
+        session_id, turn = request.session_id, request.turn
         # A logged turn may become a memory value later: it must fit one.
         self.limits.check(turn.text, turn.metadata)
         now = now or utcnow()
+        log_id = turn_log_id(owner, session_id, turn.speaker, turn.text, turn.at)
+        with self.db.read() as session:
+            earlier = self.store.logged(session, owner, log_id)
+        if earlier is not None:
+            return self._repeated(owner, earlier)
         log = LoggedTurnRow(
-            log_id=uuid.uuid4(),
+            log_id=log_id,
             owner=owner,
             session_id=session_id,
             speaker=turn.speaker,
@@ -518,41 +535,72 @@ class MemoryService:
             metadata=turn.metadata,
             status=LogStatus.PENDING,
         )
-        reason = write_trigger(turn.text)
+        try:
+            return self._log(owner, log, now)
+        except (IntegrityError, Conflict):
+            # The same turn sent twice at once: the other call logged it first.
+            with self.db.read() as session:
+                earlier = self.store.logged(session, owner, log_id)
+            if earlier is None:
+                raise
+            return self._repeated(owner, earlier)
+
+    def _log(self, owner: str, log: LoggedTurnRow, now: datetime) -> ObserveResult:
+        reason = write_trigger(log.text)
         if reason is None:
             with self.db.transaction() as session:
                 self.store.log(session, log)
             return ObserveResult(log_id=log.log_id)
-        request = self._promoted_write(log.log_id, session_id, turn.speaker, turn.text, reason, turn.metadata, ())
+        request = self._promoted_write(log, reason, ())
         self._check(owner, request)
-        vectors = self.embedder.embed([turn.text])
+        vectors = self.embedder.embed([log.text])
         validity = validity_for(request.ttl, request.scope, now)
         with self.db.transaction() as session:
-            results, rows = self._insert_versions(session, owner, [request], [turn.text], [validity], now)
+            results, rows = self._insert_versions(session, owner, [request], [log.text], [validity], now)
             promoted = {"status": LogStatus.PROMOTED, "memory_id": results[0].memory_id, "evaluated_at": now}
             self.store.log(session, log.model_copy(update=promoted))
         self._settle(owner, _with_vectors(rows, vectors))
-        return ObserveResult(log_id=log.log_id, promoted=results[0], reason=reason)
+        return ObserveResult(log_id=log.log_id, promoted=results[0], reason=reason, key=request.key)
+
+    def _repeated(self, owner: str, earlier: LoggedTurnRow) -> ObserveResult:
+        """The answer to a turn logged before: what its first call stored, if that still exists."""
+        if earlier.memory_id is None:
+            return ObserveResult(log_id=earlier.log_id, repeated=True)
+        try:
+            with self.db.read() as session:
+                record = self.store.get(session, owner, earlier.memory_id).record
+        except NotFound:  # forgotten since
+            return ObserveResult(log_id=earlier.log_id, repeated=True)
+        # A version's metadata never changes (an update writes a new version), so the rule's name is there.
+        return ObserveResult(
+            log_id=earlier.log_id,
+            promoted=MemoryWriteResult(memory_id=record.memory_id, version=record.version),
+            reason=PromotionReason(str(record.metadata["promoted"])),
+            key=record.key,
+            repeated=True,
+        )
 
     @staticmethod
     def _promoted_write(
-        log_id: uuid.UUID,
-        session_id: str,
-        speaker: str,
-        text: str,
-        reason: PromotionReason,
-        metadata: dict[str, Any],
-        referenced_by: Sequence[uuid.UUID],
+        log: LoggedTurnRow | LoggedRow, reason: PromotionReason, referenced_by: Sequence[uuid.UUID]
     ) -> MemoryWrite:
-        scope, ttl = promotion_target(reason, session_id)
-        meta: dict[str, Any] = {**metadata, "speaker": speaker, "session_id": session_id, "promoted": reason.value}
+        """The memory a promoted turn becomes: its own text, keyed by what it changed when it is a
+        state change (so the next change of the same thing supersedes it), else by the turn."""
+        scope, ttl = promotion_target(reason, log.session_id)
+        meta: dict[str, Any] = {
+            **log.metadata,
+            "speaker": log.speaker,
+            "session_id": log.session_id,
+            "promoted": reason.value,
+        }
+        key = state_key(log.text, log.speaker) if reason is not PromotionReason.REFERENCED_LATER else None
         return MemoryWrite(
-            key=f"turn:{log_id}",
-            value=text,
+            key=key or f"turn:{log.log_id}",
+            value=log.text,
             scope=scope,
             ttl=ttl,
             metadata=meta,
-            source_ids=(str(log_id), *(str(r) for r in referenced_by)),
+            source_ids=(str(log.log_id), *(str(r) for r in referenced_by)),
         )
 
     def reevaluate(self, owner: str | None = None, *, now: datetime | None = None) -> MaintenanceReport:
@@ -579,18 +627,7 @@ class MemoryService:
                 for r in logged
             ]
             decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
-            requests = [
-                self._promoted_write(
-                    p.log_id,
-                    pending[p.log_id].session_id,
-                    pending[p.log_id].speaker,
-                    pending[p.log_id].text,
-                    p.reason,
-                    pending[p.log_id].metadata,
-                    p.referenced_by,
-                )
-                for p in decisions
-            ]
+            requests = [self._promoted_write(pending[p.log_id], p.reason, p.referenced_by) for p in decisions]
             texts = [value_text(r.value) for r in requests]
             vectors = self.embedder.embed(texts) if texts else []
             validities = [validity_for(r.ttl, r.scope, now) for r in requests]
@@ -643,15 +680,22 @@ class MemoryService:
             self.store.bump_generation(session, owner)
         return found.record.model_copy(update={"archived": False})
 
-    def end_session(self, owner: str, session_id: str, *, now: datetime | None = None) -> MaintenanceReport:
-        """Expire the memories whose lifetime was bound to this session."""
+    def end_session(self, owner: str, session_id: str, *, now: datetime | None = None) -> SessionEndResult:
+        """Expire the memories whose lifetime was bound to this session. Ending it again changes nothing."""
+        return self.apply_end_session(owner, _parse(SessionEnd, session_id=session_id), now=now)
+
+    def apply_end_session(self, owner: str, request: SessionEnd, *, now: datetime | None = None) -> SessionEndResult:
+        """The ``memory_end_session`` tool."""
         check_owner(owner)
         now = now or utcnow()
         with self.db.transaction() as session:
-            changed = self.store.end_session(session, owner, session_id, now)
-            if changed:
+            versions = self.store.end_session(session, owner, request.session_id, now)
+            if versions:
                 self.store.bump_generation(session, owner)
-        return MaintenanceReport(scanned=changed, changed=changed)
+        # Superseded versions expire too (history queries must not show them), but only current ones count.
+        expired = sum(1 for state in versions if state is MemoryState.CURRENT)
+        logger.info("ended session %s: %s memories expired", request.session_id, expired)
+        return SessionEndResult(session_id=request.session_id, expired=expired)
 
     def purge_expired(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
         """Delete expired memories (every version) from SQL and Milvus."""

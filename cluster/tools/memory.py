@@ -1,9 +1,9 @@
-"""Long-term memory tools: write, query, update, forget."""
+"""Long-term memory tools: write, query, update, forget, and the raw log: observe turns, end sessions."""
 
 # Annotations stay eager here: the SDK reads them, and some hold values taken from settings.
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
@@ -15,11 +15,16 @@ from cluster.memory.models import (
     MAX_TOP_K,
     MemoryForget,
     MemoryForgetResult,
+    MemoryObserve,
     MemoryQuery,
     MemoryQueryResult,
     MemoryUpdate,
     MemoryWrite,
     MemoryWriteResult,
+    ObserveResult,
+    SessionEnd,
+    SessionEndResult,
+    Turn,
 )
 from cluster.memory.policy import MemoryScope, Ttl
 from cluster.tools.batching import Batcher
@@ -43,8 +48,22 @@ def _hit_lines(result: MemoryQueryResult) -> str:
     return "\n".join(lines)
 
 
+def _observed(result: ObserveResult) -> str:
+    """One line: what became of the turn."""
+    again = "Already logged; nothing written again. " if result.repeated else ""
+    stored = result.promoted
+    if stored is None:
+        return f"{again}Logged turn {result.log_id}; it stays raw until a later turn refers back to it."
+    replaces = f", replaces {stored.superseded_id}" if stored.superseded_id else ""
+    reason = result.reason.value.replace("_", " ") if result.reason else "rule"
+    return f"{again}Stored as [{result.key}] ({reason}; id {stored.memory_id}, v{stored.version}{replaces})."
+
+
 def register_memory_tools(box: Toolbox) -> None:
-    """``memory_write``, ``memory_query``, ``memory_update`` and ``memory_forget``."""
+    """``memory_write``, ``memory_query``, ``memory_update``, ``memory_forget``, ``memory_observe``
+    and ``memory_end_session``."""
+    promotion = box.services.settings.memory.promotion
+    max_turn_bytes = box.services.settings.memory.max_value_bytes
 
     # Concurrent writes share one transaction, embedding pass and Milvus insert per owner.
     writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(
@@ -123,3 +142,50 @@ def register_memory_tools(box: Toolbox) -> None:
         """Delete a memory and all its versions, everywhere."""
         owner = box.owner(ctx)
         return await box.call(box.services.memory.apply_forget, owner, MemoryForget(memory_id=memory_id))
+
+    @box.tool(
+        "Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be "
+        "remembered ('remember ...', 'from now on ...') is stored at once as a user memory. A state change "
+        "('I moved to ...', 'we switched the database to ...', 'X is now Y') is stored at once as session "
+        "state, replacing the earlier state of the same thing, and expires with memory_end_session. Any "
+        "other turn stays raw; once a later turn refers back to it (another session, or at least "
+        f"{_duration(promotion.min_gap)} later) the next maintenance pass makes it a user memory. "
+        f"Text at most {max_turn_bytes} bytes. Sending the same turn again logs it once."
+    )
+    async def memory_observe(
+        session_id: Annotated[str, Field(description="The conversation this turn belongs to.")],
+        text: Annotated[str, Field(description="What was said, as said.")],
+        ctx: Context,
+        speaker: Annotated[str, Field(description="Who said it.")] = "user",
+        at: Annotated[datetime | None, Field(description="When it was said; default now.")] = None,
+    ) -> Annotated[CallToolResult, ObserveResult]:
+        owner = box.owner(ctx)
+        with tool_errors():
+            request = MemoryObserve(session_id=session_id, turn=Turn(speaker=speaker, text=text, at=at))
+        result = await box.call(box.services.memory.apply_observe, owner, request)
+        if result.promoted is not None and not result.repeated:
+            box.services.metrics.memory_writes.inc()
+        return answer(result, _observed(result))
+
+    @box.tool()
+    async def memory_end_session(
+        session_id: Annotated[str, Field(description="The session to close.")], ctx: Context
+    ) -> Annotated[CallToolResult, SessionEndResult]:
+        """Close a session: memories that live as long as it (its state changes, ttl 'session') expire
+        and are no longer returned. Ending it again changes nothing."""
+        owner = box.owner(ctx)
+        with tool_errors():
+            request = SessionEnd(session_id=session_id)
+        result = await box.call(box.services.memory.apply_end_session, owner, request)
+        memories = "memory" if result.expired == 1 else "memories"
+        return answer(result, f"Session {result.session_id} ended; {result.expired} {memories} expired.")
+
+
+def _duration(span: timedelta) -> str:
+    """A policy's time span as a model reads it: '1 hour', '90 days', '90 seconds'."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
