@@ -36,8 +36,8 @@ from tests.reliability.schema_strategies import SchemaStrategies
 
 pytestmark = [pytest.mark.reliability, pytest.mark.milvus]
 
-VALID_EXAMPLES = 40
-BROKEN_EXAMPLES = 40
+VALID_EXAMPLES = 30
+BROKEN_EXAMPLES = 30
 # The caller's mistakes as the tools report them (cluster.tools.common.tool_errors).
 CALLER_ERRORS = ("InvalidInput", "NotFound", "Conflict", "LimitExceeded", "TrajectoryClosed")
 FUZZ = settings(
