@@ -3,13 +3,22 @@
 Each worker owns an :class:`~cluster.analysis.AnalysisService` and loops: claim a batch, attribute
 it, learn templates, repeat; it naps for ``poll_interval_s`` when the queue is empty. Workers
 coordinate only through the SQL queue, so adding workers needs no other change.
+
+Every worker claims under a name that survives restarts: the pool's (this host and data directory)
+and its place in the pool. Ray restarts a worker whose process died, and a service restarted on the
+same host and data directory starts the same names, so a worker that starts takes back at once what
+its name held: that can only be left from a life that died mid-batch. Two pools on one host with
+the same data directory would share names; the service's data-directory lock rules that out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import socket
 import time
+from datetime import timedelta
 from typing import Any
 
 import ray
@@ -24,15 +33,25 @@ logger = logging.getLogger(__name__)
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
 class AttributionWorker:
-    """One worker; Ray restarts it if its process dies, and the queue lease covers the lost batch."""
+    """One worker; Ray restarts it if its process dies, and the restarted worker takes its claims back."""
 
-    def __init__(self, settings: Settings, config: AttributionConfig) -> None:
+    def __init__(self, settings: Settings, config: AttributionConfig, name: str) -> None:
         self._services = build_services(settings, migrate=False)
-        self._analysis = analysis_for(self._services, batch_size=config.batch_size, history_limit=config.history_limit)
+        self._analysis = analysis_for(
+            self._services,
+            batch_size=config.batch_size,
+            history_limit=config.history_limit,
+            worker=name,
+            lease=timedelta(seconds=config.lease_s),
+        )
+        self._services.metrics.observe_reclaims("restart", self._analysis.release_own_claims())
         self._poll = config.poll_interval_s
         self._running = False
         self.analysed = 0
 
+    # Retried on the worker Ray starts again after this one's process died: else the new life would
+    # sit idle. A worker ended on purpose (ray.kill) is not restarted, so nothing is retried then.
+    @ray.method(max_task_retries=-1)
     async def run(self) -> int:
         """Drain the queue until :meth:`stop`; returns how many trajectories this worker analysed."""
         self._running = True
@@ -42,13 +61,15 @@ class AttributionWorker:
             try:
                 report = await asyncio.to_thread(self._analysis.run_once)
             except Exception:
-                # One bad batch must not stop the worker; its lease expires and it is retried.
+                # One bad batch must not stop the worker; its lease lapses and it is retried.
                 logger.exception("attribution batch failed")
                 metrics.observe_batch_failure()
                 await asyncio.sleep(self._poll * 10)
                 continue
             # Counted here, in the worker's process: the shared metric files carry it to any replica.
             metrics.observe_batch(time.perf_counter() - start, report.trajectories, report.templates)
+            metrics.observe_reclaims("lapsed", report.reclaimed)
+            metrics.observe_leases_lost(report.lost)
             self.analysed += report.trajectories
             if report.trajectories == 0:
                 await asyncio.sleep(self._poll)
@@ -103,16 +124,26 @@ def start_maintenance(settings: Settings, config: MaintenanceConfig, env: dict[s
     return worker
 
 
-def start_pool(settings: Settings, config: AttributionConfig, env: dict[str, str] | None = None) -> list[Any]:
+def pool_name(settings: Settings) -> str:
+    """The pool's part of its workers' names: this host and the service's data directory."""
+    digest = hashlib.sha256(str(settings.data_dir.resolve()).encode()).hexdigest()[:12]
+    return f"{socket.gethostname()}:{digest}"
+
+
+def start_pool(
+    settings: Settings, config: AttributionConfig, env: dict[str, str] | None = None, *, pool: str | None = None
+) -> list[Any]:
     """Start ``config.workers`` workers, each already looping; keep the handles to stop them.
 
-    ``env`` is the workers' environment on top of Ray's (see :func:`cluster.metrics.reset_metrics_dir`).
+    ``env`` is the workers' environment on top of Ray's (see :func:`cluster.metrics.reset_metrics_dir`);
+    ``pool`` names the workers' claims (default :func:`pool_name`).
     """
+    pool = pool or pool_name(settings)
     workers = [
         AttributionWorker.options(**_options(env, num_cpus=config.num_cpus)).remote(  # type: ignore[attr-defined]
-            settings, config
+            settings, config, f"{pool}/attribution-{index}"
         )
-        for _ in range(config.workers)
+        for index in range(config.workers)
     ]
     for worker in workers:
         worker.run.remote()

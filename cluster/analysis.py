@@ -1,12 +1,19 @@
 """Off-path attribution: claim finalized trajectories from the SQL queue, attribute, learn templates.
 
-The SQL store is the queue of record. A claim is a lease: a worker that dies before marking its
-batch analysed leaves the lease to expire, and another worker claims the batch again.
+The SQL store is the queue of record. A claim is a lease in a worker's name that a heartbeat
+extends while the worker works on its batch. A worker that dies stops heartbeating: its lease lapses
+after ``lease`` and another worker claims the batch again; the same worker started again takes its
+claims back at once (:meth:`AnalysisService.release_own_claims`). A worker whose lease lapsed
+anyway (it stalled longer than a lease) finds out when it commits, and its result is rolled back,
+so each trajectory is analysed once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -17,12 +24,12 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from actors.engine import attribute_batch, served_feedback
-from cluster.core.errors import HindsightError, NotFound
+from cluster.core.errors import HindsightError, LeaseLost, NotFound
 from cluster.experience.models import LearnReport
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 from cluster.trajectories.models import Trajectory
-from cluster.trajectories.repository import SqlTrajectoryStore
+from cluster.trajectories.repository import DEFAULT_LEASE, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,28 +52,80 @@ def learn_batch(
     owner: str,
     templates: Sequence[ExperienceTemplate],
     analysed: Sequence[uuid.UUID],
+    worker: str | None = None,
 ) -> LearnReport:
     """Merge a batch's templates into the owner's library and mark the batch analysed, in one
     transaction; then index the new versions, outside it.
 
     A retried batch neither loses nor double-counts evidence: the merge counts each piece of
     provenance once, and the trajectories read as analysed only with their lessons stored.
+
+    Raises:
+        LeaseLost: ``worker`` no longer holds the claim on the batch; nothing was stored.
     """
     with db.transaction() as session:
         report = experience.learn_in(session, owner, templates)
-        SqlTrajectoryStore(session).mark_analysed(owner, analysed)
+        SqlTrajectoryStore(session).mark_analysed(owner, analysed, worker)
     experience.index_pending(owner)
     return report
 
 
 class AnalysisFailed(HindsightError):
-    """Every owner of a claimed batch failed: the batch as a whole is retried after its lease."""
+    """Every owner of a claimed batch failed: the batch as a whole is retried once its lease lapses."""
 
 
 @dataclass(frozen=True)
 class BatchReport:
     trajectories: int
     templates: int
+    reclaimed: int = 0
+    """Claims of other workers whose lease had lapsed, put back in the queue before this claim."""
+    lost: int = 0
+    """Claimed trajectories whose lease lapsed during the batch: another worker analyses them."""
+
+
+def process_worker() -> str:
+    """A worker name for a process that has no stable one: its claims lapse after a lease if it dies."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+class Heartbeat:
+    """Extends a worker's claims every ``interval`` on a thread of its own, while the batch runs.
+
+    A thread, not the batch's own code: attribution and learning are long calls that cannot stop
+    to beat, and a worker that hangs in one should keep its claims only while its process lives.
+    """
+
+    def __init__(
+        self, db: Database, worker: str, ids: Sequence[uuid.UUID], lease: timedelta, interval: timedelta
+    ) -> None:
+        self._db = db
+        self._worker = worker
+        self._ids = list(ids)
+        self._lease = lease
+        self._interval = interval.total_seconds()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat {worker}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                with self._db.transaction() as session:
+                    held = SqlTrajectoryStore(session).heartbeat(self._worker, self._ids, self._lease)
+            except Exception:
+                # The thread's top level: the next beat may succeed before the lease lapses.
+                logger.exception("heartbeat of %s failed", self._worker)
+                continue
+            if held < len(self._ids):
+                logger.warning("%s lost %d of its %d claims", self._worker, len(self._ids) - held, len(self._ids))
 
 
 class AnalysisService:
@@ -79,15 +138,29 @@ class AnalysisService:
         *,
         batch_size: int = 10,
         history_limit: int = 200,
-        lease: timedelta = timedelta(minutes=5),
+        worker: str | None = None,
+        lease: timedelta = DEFAULT_LEASE,
+        heartbeat: timedelta | None = None,
         scorer: str = "default",
     ) -> None:
         self.db = db
         self.experience = experience
         self.batch_size = batch_size
         self.history_limit = history_limit
+        self.worker = worker or process_worker()
         self.lease = lease
+        # Three beats per lease: one lost beat (a slow commit) does not lose the claims.
+        self.heartbeat = heartbeat or lease / 3
         self.scorer = scorer
+
+    def release_own_claims(self) -> int:
+        """Put back in the queue what this worker's name holds: for a worker (re)starting, whose
+        earlier life died mid-batch. Returns how many claims were released."""
+        with self.db.transaction() as session:
+            released = SqlTrajectoryStore(session).release_claims(self.worker)
+        if released:
+            logger.info("%s took back %d claims of its earlier run", self.worker, released)
+        return released
 
     def run_once(self) -> BatchReport:
         """Claim, attribute and learn from one batch; an empty queue returns zero counts.
@@ -96,24 +169,33 @@ class AnalysisService:
         """
         self.experience.index_pending()
         with self.db.transaction() as session:
-            claimed = SqlTrajectoryStore(session).claim_pending(self.batch_size, self.lease)
+            store = SqlTrajectoryStore(session)
+            reclaimed = store.expire_leases()
+            claimed = store.claim_pending(self.batch_size, worker=self.worker, lease=self.lease)
+        if reclaimed:
+            logger.info("%d claims of stopped workers lapsed and went back to the queue", reclaimed)
         if not claimed:
-            return BatchReport(0, 0)
+            return BatchReport(0, 0, reclaimed=reclaimed)
         by_owner: dict[str, list[uuid.UUID]] = defaultdict(list)
         for owner, trajectory_id in claimed:
             by_owner[owner].append(trajectory_id)
-        learned = failed = 0
-        for owner, ids in by_owner.items():
-            # Contrast only within one owner's evidence: owners never see each other's runs. One
-            # owner's failure must not hold up the others: its claims stay and are retried.
-            try:
-                learned += self._analyse(owner, ids)
-            except HindsightError:
-                logger.exception("analysis of %d trajectories of %s failed; they will be retried", len(ids), owner)
-                failed += 1
+        learned = failed = lost = 0
+        with Heartbeat(self.db, self.worker, [i for _, i in claimed], self.lease, self.heartbeat):
+            for owner, ids in by_owner.items():
+                # Contrast only within one owner's evidence: owners never see each other's runs. One
+                # owner's failure must not hold up the others: its claims lapse after the batch and
+                # are retried.
+                try:
+                    learned += self._analyse(owner, ids)
+                except LeaseLost:
+                    logger.warning("%s: the lease on %d trajectories of %s lapsed", self.worker, len(ids), owner)
+                    lost += len(ids)
+                except HindsightError:
+                    logger.exception("analysis of %d trajectories of %s failed; they will be retried", len(ids), owner)
+                    failed += 1
         if failed and failed == len(by_owner):
             raise AnalysisFailed(f"every owner of the batch failed ({failed})")
-        return BatchReport(len(claimed), learned)
+        return BatchReport(len(claimed) - lost, learned, reclaimed=reclaimed, lost=lost)
 
     def _analyse(self, owner: str, ids: list[uuid.UUID]) -> int:
         with self.db.read() as session:
@@ -124,7 +206,7 @@ class AnalysisService:
         templates = [t for result in results for t in result.templates]
         # Learning and marking the batch analysed commit together, so a retried batch never
         # counts its evidence twice.
-        learn_batch(self.db, self.experience, owner, templates, ids)
+        learn_batch(self.db, self.experience, owner, templates, ids, self.worker)
         for trajectory in batch:
             self._feedback(owner, trajectory)
         logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))

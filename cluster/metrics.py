@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Literal, ParamSpec, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -169,6 +169,18 @@ class Metrics:
             registry=r,
         )
         self.batch_failures = Counter("hindsight_attribution_failures", "Attribution batches that raised", registry=r)
+        self.lease_reclaims = Counter(
+            "hindsight_attribution_lease_reclaims",
+            "Analysis claims put back in the queue: lapsed (their worker stopped heartbeating) or "
+            "released by a worker starting again under the name that held them",
+            ["reason"],
+            registry=r,
+        )
+        self.leases_lost = Counter(
+            "hindsight_attribution_leases_lost",
+            "Claimed trajectories whose lease lapsed before their worker committed; the work was dropped",
+            registry=r,
+        )
         self._queue = _QueueGauges()
         self._syncs: list[Callable[[], None]] = []
         self.shared = shared if shared is not None else shared_dir()
@@ -228,8 +240,18 @@ class Metrics:
         self.templates_learned.inc(templates)
 
     def observe_batch_failure(self) -> None:
-        """Count an attribution batch that raised (its lease expires and it is retried)."""
+        """Count an attribution batch that raised (its lease lapses and it is retried)."""
         self.batch_failures.inc()
+
+    def observe_reclaims(self, reason: Literal["lapsed", "restart"], claims: int) -> None:
+        """Count claims put back in the queue (see ``cluster.analysis``)."""
+        if claims:
+            self.lease_reclaims.labels(reason).inc(claims)
+
+    def observe_leases_lost(self, trajectories: int) -> None:
+        """Count trajectories a worker held past its lease: a lease too short for the batches."""
+        if trajectories:
+            self.leases_lost.inc(trajectories)
 
     # ---------------------------------------------------------------------------------- the scrape
 

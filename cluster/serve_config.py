@@ -55,6 +55,15 @@ class AttributionConfig(_Section):
     poll_interval_s: float = Field(default=0.1, gt=0, le=60)
     history_limit: int = Field(default=200, ge=0, description="Stored trajectories contrasted with each batch.")
     num_cpus: float = Field(default=0.5, ge=0)
+    lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description=(
+            "How long a worker's claim on a batch outlives its last heartbeat (beats come every third "
+            "of it): work a dead worker held waits this long for another one."
+        ),
+    )
 
 
 class MaintenanceConfig(_Section):

@@ -21,7 +21,7 @@ from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.repository import DEFAULT_LEASE, SqlTrajectoryStore, TrajectoryLimits
 
 logger = logging.getLogger(__name__)
 
@@ -175,11 +175,24 @@ def build_memory_service(
     )
 
 
-def analysis_for(services: Services, *, batch_size: int | None = None, history_limit: int = 200) -> AnalysisService:
-    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``."""
+def analysis_for(
+    services: Services,
+    *,
+    batch_size: int | None = None,
+    history_limit: int = 200,
+    worker: str | None = None,
+    lease: timedelta | None = None,
+) -> AnalysisService:
+    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``.
+
+    ``worker`` names its claims (default: this host and process); ``lease`` is how long a claim
+    outlives its last heartbeat.
+    """
     return AnalysisService(
         services.db,
         services.experience,
         batch_size=batch_size or services.settings.analysis_batch_size,
         history_limit=history_limit,
+        worker=worker,
+        lease=lease or DEFAULT_LEASE,
     )

@@ -31,3 +31,7 @@ class Unauthorized(HindsightError):
 
 class StoreUnavailable(HindsightError):
     """A backing store (SQL, Milvus, embedding model) cannot be reached or loaded."""
+
+
+class LeaseLost(Conflict):
+    """A worker's claim on queued work lapsed and another worker took it over; its result is dropped."""

@@ -4,6 +4,11 @@ A tool body parses its input, makes one service call and returns a model. :meth:
 registers it with the timing and error mapping every tool gets, so a tool body holds no
 plumbing. Errors raise: a hindsight error becomes a ``ToolError`` whose message the model reads
 (``is_error``); anything else is a crash the SDK reports without leaking internals.
+
+Every tool takes only the arguments it declares: the SDK's argument models drop unknown ones
+without a word, so a client sending ``owner`` or a misspelt ``topk`` would never learn that its call
+did not do what it meant. :func:`known_arguments_only` refuses them, and the published schema says
+``additionalProperties: false``.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ import functools
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 from cluster.auth import OwnerResolver
 from cluster.core.errors import HindsightError
@@ -48,6 +56,40 @@ _STORE_THREADS = anyio.CapacityLimiter(4)
 _INLINE_TRIES = 60
 _INLINE_YIELDS = 40
 _INLINE_RETRY_S = 0.001
+
+
+class _KnownArgumentsOnly(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def refuse_unknown_arguments(cls, data: Any) -> Any:
+        # Before field validation, so the caller reads one message that names every unknown argument
+        # and lists the accepted ones, instead of one "extra inputs" line per argument.
+        if isinstance(data, dict):
+            accepted = sorted(field.alias or name for name, field in cls.model_fields.items())
+            unknown = sorted(set(data) - set(accepted))
+            if unknown:
+                plural = "s" if len(unknown) > 1 else ""
+                raise PydanticCustomError(
+                    "unknown_argument",
+                    f"unknown argument{plural} {{unknown}} (accepted: {{accepted}})",
+                    {"unknown": ", ".join(unknown), "accepted": ", ".join(accepted)},
+                )
+        return data
+
+
+def known_arguments_only(tool: Tool) -> None:
+    """Make ``tool`` refuse arguments it does not declare, naming them and the accepted ones.
+
+    The SDK validates a call with ``tool.fn_metadata.arg_model`` and publishes ``tool.parameters``;
+    both are replaced by a subclass of its model that forbids extra keys, so every field, alias and
+    default stays the SDK's own.
+    """
+    base = tool.fn_metadata.arg_model
+    strict = cast(type[ArgModelBase], create_model(base.__name__, __base__=(base, _KnownArgumentsOnly)))
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def answer(result: BaseModel, text: str) -> CallToolResult:
@@ -108,6 +150,11 @@ class Toolbox:
         def register(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             timed = self.services.metrics.timed(fn.__name__)(fn)
             self.server.tool(description=description)(timed)
+            # The SDK keeps no public handle on a registered tool; tests/reliability/test_tool_arguments.py
+            # fails if this stops reaching every tool.
+            tool = self.server._tool_manager.get_tool(fn.__name__)
+            assert tool is not None, fn.__name__
+            known_arguments_only(tool)
             return timed
 
         return register

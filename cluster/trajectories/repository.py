@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from cluster.core.errors import Conflict, NotFound, TrajectoryClosed
+from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
 from cluster.trajectories.models import (
     AnalysisStatus,
     Node,
@@ -32,8 +32,17 @@ class TrajectoryLimits:
     max_context_bytes: int = 2048
 
 
+# Long enough to ride out a stall (a GC pause, a slow commit) between heartbeats at a third of it,
+# short enough that work a dead worker held waits seconds, not minutes.
+DEFAULT_LEASE = timedelta(seconds=30)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _lapsed(now: datetime) -> ColumnElement[bool]:
+    return or_(TrajectoryRow.analysis_lease_until.is_(None), TrajectoryRow.analysis_lease_until < now)
 
 
 # The append path runs once per recorded node: its statements are built once (their compiled form
@@ -202,11 +211,17 @@ class SqlTrajectoryStore:
         return [_trajectory(t, ns) for tid in trajectory_ids if tid in rows for t, ns in [rows[tid]]]
 
     # --- analysis queue -------------------------------------------------------------------------
+    #
+    # A claim is a lease held by a named worker until ``analysis_lease_until``; the worker moves that
+    # time on with :meth:`heartbeat` while it works. A claim whose heartbeats stopped lapses after one
+    # short lease and goes back to the queue; a live claim of another worker is never taken.
 
-    def claim_pending(self, limit: int, lease: timedelta = timedelta(minutes=5)) -> list[tuple[str, uuid.UUID]]:
-        """Claim up to ``limit`` finalized trajectories for analysis, oldest first.
+    def claim_pending(
+        self, limit: int, *, worker: str | None = None, lease: timedelta = DEFAULT_LEASE
+    ) -> list[tuple[str, uuid.UUID]]:
+        """Claim up to ``limit`` finalized trajectories for ``worker`` for ``lease``, oldest first.
 
-        A claim whose lease ran out (its worker died) is claimed again, so nothing is lost; on
+        Pending trajectories and claims whose lease lapsed are taken, so nothing is lost; on
         Postgres, concurrent workers skip each other's rows instead of waiting.
         """
         now = _now()
@@ -215,8 +230,7 @@ class SqlTrajectoryStore:
             .where(
                 or_(
                     TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
-                    (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value)
-                    & (TrajectoryRow.analysis_claimed_at < now - lease),
+                    (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(now),
                 )
             )
             .order_by(TrajectoryRow.finalized_at)
@@ -227,26 +241,90 @@ class SqlTrajectoryStore:
         for row in rows:
             row.analysis_status = AnalysisStatus.CLAIMED.value
             row.analysis_claimed_at = now
+            row.analysis_claimed_by = worker
+            row.analysis_lease_until = now + lease
             row.analysis_attempts += 1
         self._session.flush()
         return [(r.owner, r.trajectory_id) for r in rows]
 
-    def mark_analysed(self, owner: str, trajectory_ids: Sequence[uuid.UUID]) -> None:
-        """Close the analysis of the owner's trajectories (in the unit of work that stored their lessons)."""
+    def heartbeat(self, worker: str, trajectory_ids: Sequence[uuid.UUID], lease: timedelta) -> int:
+        """Extend ``worker``'s claims on ``trajectory_ids`` to ``lease`` from now; returns how many it
+        still holds (a claim another worker took over after it lapsed stays theirs)."""
         if not trajectory_ids:
-            return
-        self._session.execute(
+            return 0
+        result = self._session.execute(
             update(TrajectoryRow)
-            .where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id.in_(list(trajectory_ids)))
-            .values(analysis_status=AnalysisStatus.DONE.value, analysed_at=_now())
+            .where(
+                TrajectoryRow.trajectory_id.in_(list(trajectory_ids)),
+                TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value,
+                TrajectoryRow.analysis_claimed_by == worker,
+            )
+            .values(analysis_lease_until=_now() + lease)
         )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def expire_leases(self) -> int:
+        """Put every claim whose lease lapsed back in the queue; returns how many."""
+        return self._unclaim(_lapsed(_now()))
+
+    def release_claims(self, worker: str) -> int:
+        """Put every claim ``worker`` holds back in the queue; returns how many.
+
+        For a worker that starts again under the same name: what it holds is left from an earlier
+        life that died mid-batch, and waiting for those leases to lapse would only delay it.
+        """
+        return self._unclaim(TrajectoryRow.analysis_claimed_by == worker)
+
+    def _unclaim(self, which: ColumnElement[bool]) -> int:
+        result = self._session.execute(
+            update(TrajectoryRow)
+            .where(TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value, which)
+            .values(analysis_status=AnalysisStatus.PENDING.value, analysis_claimed_by=None, analysis_lease_until=None)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    def mark_analysed(self, owner: str, trajectory_ids: Sequence[uuid.UUID], worker: str | None = None) -> None:
+        """Close the analysis of the owner's trajectories (in the unit of work that stored their lessons).
+
+        Raises:
+            LeaseLost: ``worker`` was given and no longer holds the claim on some of them (its lease
+                lapsed and another worker took them over): the caller's unit of work must roll back,
+                so that each trajectory is analysed once.
+        """
+        ids = set(trajectory_ids)
+        if not ids:
+            return
+        query = update(TrajectoryRow).where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id.in_(list(ids)))
+        if worker is not None:
+            query = query.where(
+                TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value,
+                TrajectoryRow.analysis_claimed_by == worker,
+            )
+        result = self._session.execute(
+            query.values(
+                analysis_status=AnalysisStatus.DONE.value,
+                analysed_at=_now(),
+                analysis_claimed_by=None,
+                analysis_lease_until=None,
+            )
+        )
+        held = int(result.rowcount)  # type: ignore[attr-defined]
+        if worker is not None and held != len(ids):
+            raise LeaseLost(
+                f"worker {worker} no longer holds the claim on {len(ids) - held} of {len(ids)} trajectories; "
+                "their lease lapsed and another worker analyses them"
+            )
 
     def requeue(self, owner: str | None = None) -> int:
         """Queue every finalized trajectory (of one owner, or all) for analysis again."""
         query = update(TrajectoryRow).where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
         if owner is not None:
             query = query.where(TrajectoryRow.owner == owner)
-        result = self._session.execute(query.values(analysis_status=AnalysisStatus.PENDING.value))
+        result = self._session.execute(
+            query.values(
+                analysis_status=AnalysisStatus.PENDING.value, analysis_claimed_by=None, analysis_lease_until=None
+            )
+        )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     def queue_depth(self) -> int:

@@ -29,6 +29,10 @@ class TrajectoryRow(Base):
     # The SQL store is the analysis queue of record: a crash loses no pending work.
     analysis_status: Mapped[str] = mapped_column(String(16), default="none")
     analysis_claimed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # A claim is a lease its worker keeps alive with heartbeats; the worker's name lets a restarted
+    # worker take back at once what it held before it died.
+    analysis_claimed_by: Mapped[str | None] = mapped_column(String(200))
+    analysis_lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     analysis_attempts: Mapped[int] = mapped_column(Integer, default=0)
     analysed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 

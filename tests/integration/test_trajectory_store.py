@@ -6,18 +6,20 @@ import multiprocessing
 import threading
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import event
+from sqlalchemy import event, select
 
-from cluster.core.errors import Conflict, LimitExceeded, NotFound, TrajectoryClosed
+from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
 from cluster.storage.db import Database, SqliteWriteLock
 from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.models import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.tables import TrajectoryRow
 
 OWNER = "team-a"
 
@@ -232,32 +234,101 @@ def test_concurrent_writers_on_one_trajectory_lose_nothing(database: Database) -
     assert sorted(n.seq for n in loaded.nodes) == list(range(81))
 
 
-def test_finalized_trajectories_queue_for_analysis_and_leases_expire(database: Database) -> None:
-    from datetime import timedelta
-
+def finalized(database: Database, count: int) -> list[uuid.UUID]:
     capture = CaptureService(database)
     ids = []
-    for i in range(3):
+    for i in range(count):
         h = TrajectoryHeader(agent_id="a", task=f"task {i}")
         capture.record(OWNER, h.trajectory_id, [make_node()], header=h)
         capture.finalize(OWNER, h.trajectory_id, Outcome(status="success"))
         ids.append(h.trajectory_id)
+    return ids
+
+
+def claims(database: Database, ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[str, str | None]]:
+    """Each trajectory's analysis status and the worker that holds its claim."""
+    with database.read() as session:
+        rows = session.execute(
+            select(TrajectoryRow.trajectory_id, TrajectoryRow.analysis_status, TrajectoryRow.analysis_claimed_by).where(
+                TrajectoryRow.trajectory_id.in_(ids)
+            )
+        )
+        return {trajectory_id: (status, worker) for trajectory_id, status, worker in rows}
+
+
+def test_finalized_trajectories_queue_for_analysis_oldest_first(database: Database) -> None:
+    ids = finalized(database, 3)
     with database.transaction() as session:
         store = SqlTrajectoryStore(session)
         assert store.queue_depth() == 3
-        first = store.claim_pending(2)
+        first = store.claim_pending(2, worker="host-a/0")
     assert [t for _, t in first] == ids[:2]
     with database.transaction() as session:
         store = SqlTrajectoryStore(session)
-        assert [t for _, t in store.claim_pending(10)] == ids[2:]
-        # Lease not expired: nothing more to claim. Expired: claimed again, nothing lost.
-        assert store.claim_pending(10) == []
-        again = store.claim_pending(10, lease=timedelta(seconds=-1))
-        assert sorted(t for _, t in again) == sorted(ids)
-        for owner, trajectory_id in again:
-            store.mark_analysed(owner, [trajectory_id])
-        assert store.queue_depth() == 0
+        assert [t for _, t in store.claim_pending(10, worker="host-a/0")] == ids[2:]
+        assert store.claim_pending(10, worker="host-a/0") == []
+        for owner, trajectory_id in first:
+            store.mark_analysed(owner, [trajectory_id], worker="host-a/0")
+        assert store.queue_depth() == 1
         assert store.requeue(OWNER) == 3
+
+
+def test_a_live_claim_of_another_worker_is_not_taken(database: Database) -> None:
+    ids = finalized(database, 2)
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).claim_pending(10, worker="host-a/0", lease=timedelta(minutes=10))
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert store.expire_leases() == 0
+        assert store.claim_pending(10, worker="host-b/0") == []
+    assert claims(database, ids) == dict.fromkeys(ids, ("claimed", "host-a/0"))
+
+
+def test_a_heartbeat_keeps_a_claim_and_a_lapsed_claim_is_reclaimed(database: Database) -> None:
+    ids = finalized(database, 2)
+    with database.transaction() as session:
+        # A lease of zero: the worker's heartbeats stopped (it died or hangs) the moment it claimed.
+        SqlTrajectoryStore(session).claim_pending(10, worker="host-a/0", lease=timedelta(0))
+    with database.transaction() as session:
+        # Its heartbeat for the first arrives before anyone reclaims it; the second stays lapsed.
+        assert SqlTrajectoryStore(session).heartbeat("host-a/0", ids[:1], timedelta(minutes=10)) == 1
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert store.expire_leases() == 1
+        assert [t for _, t in store.claim_pending(10, worker="host-b/0")] == ids[1:]
+    with database.transaction() as session:
+        # The reclaimed one is not taken back by a late heartbeat of its first worker.
+        assert SqlTrajectoryStore(session).heartbeat("host-a/0", ids, timedelta(minutes=10)) == 1
+    assert claims(database, ids) == {ids[0]: ("claimed", "host-a/0"), ids[1]: ("claimed", "host-b/0")}
+
+
+def test_only_the_worker_holding_the_claim_marks_a_trajectory_analysed(database: Database) -> None:
+    ids = finalized(database, 1)
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).claim_pending(10, worker="host-a/0", lease=timedelta(0))
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).claim_pending(10, worker="host-b/0")
+    with pytest.raises(LeaseLost, match=r"worker host-a/0 no longer holds the claim on 1 of 1 trajectories"):
+        with database.transaction() as session:
+            SqlTrajectoryStore(session).mark_analysed(OWNER, ids, worker="host-a/0")
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).mark_analysed(OWNER, ids, worker="host-b/0")
+    assert claims(database, ids) == {ids[0]: ("done", None)}
+
+
+def test_a_restarted_worker_releases_the_claims_of_its_earlier_life_at_once(database: Database) -> None:
+    ids = finalized(database, 3)
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        store.claim_pending(2, worker="host-a/0", lease=timedelta(minutes=10))
+        store.claim_pending(1, worker="host-b/0", lease=timedelta(minutes=10))
+    with database.transaction() as session:
+        assert SqlTrajectoryStore(session).release_claims("host-a/0") == 2
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert store.queue_depth() == 3
+        assert [t for _, t in store.claim_pending(10, worker="host-a/0")] == ids[:2]
+    assert claims(database, ids)[ids[2]] == ("claimed", "host-b/0")
 
 
 def test_trajectory_ids_are_uuids_client_or_server_made() -> None:

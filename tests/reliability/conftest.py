@@ -1,4 +1,4 @@
-"""Fixtures for tests that run ``hindsight serve`` as a real process."""
+"""Fixtures for tests that run ``hindsight serve`` as a real process, or call the tools in process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from cluster.net import HaproxyGuard
+from tests.e2e.conftest import anyio_backend, client, services
 from tests.reliability.service import ServeProcess, short_tmp
+
+# The in-process services and official MCP client of the end-to-end tests, for the tool tests here.
+__all__ = ["anyio_backend", "client", "services"]
 
 
 @pytest.fixture
