@@ -6,7 +6,7 @@ job spreads the embedding (nearly all of the cost) over an actor pool:
 1. Before anything is read, the job notes which ids Milvus holds for each owner. Vectors of
    templates created while the job runs are then never mistaken for stale ones.
 2. **Read**: one Ray task per owner reads the owner's templates from SQL in keyset pages
-   (``SqlExperienceStore.iter_owner``, oldest first) and streams each page out as a block, so
+   (``SqlExperienceStore.iter_versions``, every library version, oldest first) and streams each page out as a block, so
    neither the driver nor a task holds a whole library.
 3. **Embed and upsert**: ``map_batches(EmbedAndUpsert, compute=ActorPoolStrategy(size=n))``. Each
    actor owns one embedder (one intra-op thread: two threads on two busy cores were 10x slower),
@@ -63,9 +63,9 @@ def read_owner_pages(batch: Batch, database_url: str, page_size: int) -> Iterato
     try:
         for owner in batch["owner"]:
             owner = str(owner)
-            page: list[tuple[ExperienceTemplate, str]] = []
+            page: list[tuple[ExperienceTemplate, str, int]] = []
             with db.read() as session:
-                for item in SqlExperienceStore(session).iter_owner(owner, page_size):
+                for item in SqlExperienceStore(session).iter_versions(owner, page_size):
                     page.append(item)
                     if len(page) == page_size:
                         yield _page(owner, page)
@@ -76,11 +76,12 @@ def read_owner_pages(batch: Batch, database_url: str, page_size: int) -> Iterato
         db.dispose()
 
 
-def _page(owner: str, page: list[tuple[ExperienceTemplate, str]]) -> Batch:
+def _page(owner: str, page: list[tuple[ExperienceTemplate, str, int]]) -> Batch:
     return {
         "owner": np.array([owner] * len(page), dtype=object),
-        "template": np.array([t.model_dump_json() for t, _ in page], dtype=object),
-        "text": np.array([text for _, text in page], dtype=object),
+        "template": np.array([t.model_dump_json() for t, _, _ in page], dtype=object),
+        "text": np.array([text for _, text, _ in page], dtype=object),
+        "version": np.array([version for _, _, version in page], dtype=np.int64),
     }
 
 
@@ -105,7 +106,13 @@ class EmbedAndUpsert:
         templates = [ExperienceTemplate.model_validate_json(str(t)) for t in batch["template"]]
         owners = [str(o) for o in batch["owner"]]
         vectors = self._embedder.embed([str(t) for t in batch["text"]])
-        self._index.upsert([IndexRow.of(o, t, v) for t, o, v in zip(templates, owners, vectors, strict=True)])
+        versions = [int(v) for v in batch["version"]]
+        self._index.upsert(
+            [
+                IndexRow.of(o, t, v, version=version)
+                for t, o, v, version in zip(templates, owners, vectors, versions, strict=True)
+            ]
+        )
         by_owner: dict[str, list[ExperienceTemplate]] = {}
         for t, owner in zip(templates, owners, strict=True):
             by_owner.setdefault(owner, []).append(t)

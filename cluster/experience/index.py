@@ -16,8 +16,11 @@ from typing import Any
 from cluster.experience.ports import Hit, IndexRow
 from cluster.storage.milvus_collection import CollectionSpec, IndexType, Kind, MilvusCollection, ScalarField
 
-DEFAULT_COLLECTION = "experience_templates"
-_SCALARS = ("template_id", "owner", "role", "task_type", "confidence", "created_at", "updated_at")
+# Named anew when the ``version`` field came: the first release's "experience_templates" has no
+# such field. A new deployment creates this one; an upgraded one fills it from SQL (the 0006
+# migration marks every template "to index") and may drop the old collection.
+DEFAULT_COLLECTION = "experience_library"
+_SCALARS = ("template_id", "owner", "version", "role", "task_type", "confidence", "created_at", "updated_at")
 
 
 def _ms(value: datetime) -> int:
@@ -32,12 +35,13 @@ def experience_spec(
     nlist: int = 256,
     nprobe: int = 32,
 ) -> CollectionSpec:
-    """The experience collection's fields (unchanged since the first release: existing collections stay valid)."""
+    """The experience collection's fields: the filter fields of a query, among them the library version."""
     return CollectionSpec(
         name=name,
         primary=ScalarField("template_id", Kind.VARCHAR, 36),
         dimension=dimension,
         scalars=(
+            ScalarField("version", Kind.INT64),
             ScalarField("role", Kind.VARCHAR, 200),
             ScalarField("task_type", Kind.VARCHAR, 200),
             ScalarField("confidence", Kind.FLOAT),
@@ -101,6 +105,7 @@ class MilvusExperienceIndex:
                     "template_id": str(r.template_id),
                     "vector": r.vector,
                     "owner": r.owner,
+                    "version": r.version,
                     "role": r.role,
                     "task_type": r.task_type or "",
                     "confidence": r.confidence,
@@ -133,11 +138,12 @@ class MilvusExperienceIndex:
         vector: Sequence[float],
         *,
         limit: int,
+        version: int,
         role: str | None = None,
         task_type: str | None = None,
         min_confidence: float = 0.0,
     ) -> list[Hit]:
-        """Nearest templates of ``owner`` above ``min_confidence``, best first.
+        """Nearest templates of ``owner``'s library ``version`` above ``min_confidence``, best first.
 
         ``role`` restricts to that role; ``task_type`` to that task type or to templates for any
         task type (stored with an empty task type).
@@ -146,7 +152,7 @@ class MilvusExperienceIndex:
             owner,
             vector,
             limit,
-            equals={"role": role} if role is not None else None,
+            equals={"version": version} if role is None else {"version": version, "role": role},
             any_of={"task_type": [task_type, ""]} if task_type is not None else None,
             at_least={"confidence": min_confidence},
         )

@@ -141,3 +141,60 @@ def content_hash(template: ExperienceTemplate) -> str:
         include={"role", "task_type", "signature", "condition", "recommended", "avoid", "rationale", "caveats"},
     )
     return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# --- library versions ---------------------------------------------------------------------------
+
+
+class LibrarySource(StrEnum):
+    """How a library version was made."""
+
+    LIVE = "live"
+    """The library live learning started in (an owner's first version)."""
+    REPROCESS = "reprocess"
+    """Built by a reprocess run (``hindsight reprocess --new-version``)."""
+    IMPORT = "import"
+    """Built from an exchange file (``hindsight library import``)."""
+
+
+class LibraryVersion(Frozen):
+    """One version of an owner's library, as ``hindsight library list`` shows it."""
+
+    version: int = Field(ge=1)
+    source: LibrarySource
+    note: Text = ""
+    created_at: datetime
+    templates: int = Field(ge=0, description="Templates the version holds.")
+    active: bool = Field(default=False, description="Queries serve it and live learning writes to it.")
+    previous: bool = Field(default=False, description="The version a rollback returns to.")
+
+
+class LibrarySwitch(Frozen):
+    """The owner's pointers after a promote or rollback."""
+
+    owner: Name
+    active: int = Field(ge=1)
+    previous: int | None = Field(default=None, ge=1)
+
+
+class DiffEntry(Frozen):
+    """A rule in one or both of two versions; the rule is matched by content (see :func:`content_hash`)."""
+
+    content_hash: str
+    role: Name
+    task_type: Name | None = None
+    rule: Text = Field(description="The rule in one line.")
+    confidence_a: float | None = Field(default=None, description="None: not in version A.")
+    confidence_b: float | None = Field(default=None, description="None: not in version B.")
+
+
+class LibraryDiff(Frozen):
+    """What changed from version ``a`` to version ``b``."""
+
+    owner: Name
+    a: int = Field(ge=1)
+    b: int = Field(ge=1)
+    added: tuple[DiffEntry, ...] = ()
+    removed: tuple[DiffEntry, ...] = ()
+    changed: tuple[DiffEntry, ...] = Field(default=(), description="Same rule, another confidence.")
+    unchanged: int = Field(default=0, ge=0)

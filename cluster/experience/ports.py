@@ -13,7 +13,10 @@ from cluster.experience.templates import ExperienceTemplate
 
 @dataclass(frozen=True)
 class IndexRow:
-    """One template as the index stores it. ``task_type`` "" means "any task type"."""
+    """One template as the index stores it. ``task_type`` "" means "any task type".
+
+    ``version`` is the library version the template belongs to (it never changes).
+    """
 
     template_id: uuid.UUID
     owner: str
@@ -23,10 +26,11 @@ class IndexRow:
     created_at: datetime
     updated_at: datetime
     vector: Sequence[float]
+    version: int = 1
 
     @classmethod
-    def of(cls, owner: str, template: ExperienceTemplate, vector: Sequence[float]) -> IndexRow:
-        """The row of ``template``'s current version (its filter fields copied from the template)."""
+    def of(cls, owner: str, template: ExperienceTemplate, vector: Sequence[float], *, version: int) -> IndexRow:
+        """The row of ``template``'s current state in library ``version`` (filter fields copied from the template)."""
         return cls(
             template_id=template.template_id,
             owner=owner,
@@ -36,6 +40,7 @@ class IndexRow:
             created_at=template.created_at,
             updated_at=template.updated_at,
             vector=vector,
+            version=version,
         )
 
 
@@ -72,11 +77,12 @@ class ExperienceIndex(Protocol):
         vector: Sequence[float],
         *,
         limit: int,
+        version: int,
         role: str | None = None,
         task_type: str | None = None,
         min_confidence: float = 0.0,
     ) -> list[Hit]:
-        """The owner's nearest rows passing the filters, best first (score = cosine)."""
+        """The owner's nearest rows of library ``version`` passing the filters, best first (score = cosine)."""
         ...
 
     def ids(self, owner: str) -> set[uuid.UUID]: ...

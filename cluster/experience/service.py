@@ -9,6 +9,15 @@ brings Milvus back in line.
 The merge rules (near-duplicates add support, edge cases link to a parent) and the confidence
 update are the attribution engine's pure functions (``actors.engine``); this module only stores
 their results.
+
+Library versions (docs/jobs.md, "Library versions"): every template belongs to one numbered
+version of its owner's library, and a pointer in SQL names the active one. A query reads the
+pointer once and filters both the Milvus search and the SQL read by that version, so an answer
+comes from one version even when a promote commits in between. Live learning, manual edits and
+imports write into the version active when their transaction takes the owner's lock; a switch
+takes the same lock, so each write lands wholly in the version active at its commit.
+:meth:`create_version` builds a new, inactive version beside the active one (reprocess, import);
+``cluster.experience.versions`` promotes and rolls back.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from actors.engine.serving import (
     rank_score,
     snapshot_features,
 )
-from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.core.errors import InvalidInput, NotFound, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
 from cluster.experience.exchange import export_lines, parse_export
@@ -43,6 +52,7 @@ from cluster.experience.models import (
     ExperienceQueryResult,
     ImportReport,
     LearnReport,
+    LibrarySource,
     OutcomeReport,
     ScoredTemplate,
     ServedExperience,
@@ -51,7 +61,7 @@ from cluster.experience.models import (
     content_hash,
 )
 from cluster.experience.ports import ExperienceIndex, IndexRow
-from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.repository import FIRST_VERSION, SqlExperienceStore
 from cluster.experience.templates import ExperienceTemplate, TemplateSource, render_prompt_block
 from cluster.storage.db import Database
 
@@ -60,11 +70,14 @@ logger = logging.getLogger(__name__)
 # Learned templates, and imported ones whose id is not already the owner's, get a stable id of
 # the owner's own: uuid5(this, "owner:id").
 IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
+# Library versions after the first name their templates in this namespace: uuid5(this, "version:owner:id").
+VERSION_NAMESPACE = uuid.UUID("b3c41f0e-2a57-4d9b-8e61-7f05d2c9a4e3")
 _OVERFETCH = 2  # Milvus may be slightly behind SQL; fetch extra candidates and re-check them in SQL.
 # With a situation, candidates for other decisions or with a false condition drop out after the search.
 _SITUATION_OVERFETCH = 6
 _SITUATION_POOL = 32
 _SITUATION_TEXT_CHARS = 1000
+DEFAULT_VERSIONS_KEPT = 5
 
 
 def _check_owner(owner: str) -> str:
@@ -86,6 +99,8 @@ class ExperienceService:
         embedder: turns query contexts and template texts into unit vectors.
         top_k: default number of templates a query returns (capped at 8).
         confidence_threshold: default minimum confidence of a served template.
+        versions_kept: library versions kept per owner when a new one is made (the active and the
+            previous one are always kept too); older ones are deleted with their vectors.
     """
 
     def __init__(
@@ -96,7 +111,10 @@ class ExperienceService:
         *,
         top_k: int = 5,
         confidence_threshold: float = 0.7,
+        versions_kept: int = DEFAULT_VERSIONS_KEPT,
     ) -> None:
+        if versions_kept < 1:
+            raise InvalidInput("versions_kept must be at least 1")
         if embedder.dimension != index.dimension:
             raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, index holds {index.dimension}-d")
         self.db = db
@@ -104,6 +122,7 @@ class ExperienceService:
         self.embedder = embedder
         self.top_k = min(max(1, top_k), MAX_TOP_K)
         self.confidence_threshold = confidence_threshold
+        self.versions_kept = versions_kept
         index.ensure_collection()
 
     # --- serving ----------------------------------------------------------------------------
@@ -155,10 +174,15 @@ class ExperienceService:
         vector = self.embedder.embed([text])[0]
         # A situation filters candidates after the search, so it needs a deeper pool to fill k.
         limit = k * _OVERFETCH if situation is None else max(k * _SITUATION_OVERFETCH, _SITUATION_POOL)
+        # Read the active version once and use it for the search and the SQL read alike: a promote
+        # committing in between must not give an answer with templates of two versions.
+        with self.db.read() as session:
+            version = SqlExperienceStore(session).active_version(owner)
         hits = self.index.search(
             owner,
             vector,
             limit=limit,
+            version=version,
             role=None if include_other_roles else role,
             task_type=task_type,
             min_confidence=threshold,
@@ -172,11 +196,11 @@ class ExperienceService:
             )
         with self.db.read() as session:
             store = SqlExperienceStore(session)
-            templates = store.get_many(owner, list(relevance))
+            templates = store.get_many(owner, list(relevance), version)
             if signature is not None:
                 # Templates learned at exactly this decision are candidates even when their text
                 # is not among the nearest: the structure says more than the words.
-                for template in store.families(owner, [signature]):
+                for template in store.families(owner, [signature], version):
                     templates.setdefault(template.template_id, template)
         kept: list[ExperienceTemplate] = []
         for template in templates.values():
@@ -233,9 +257,11 @@ class ExperienceService:
         with self.db.transaction() as session:
             return SqlExperienceStore(session).history(_check_owner(owner), template_id)
 
-    def count(self, owner: str) -> int:
-        with self.db.transaction() as session:
-            return SqlExperienceStore(session).count(_check_owner(owner))
+    def count(self, owner: str, version: int | None = None) -> int:
+        """Templates in the owner's library: the active version's, or ``version``'s."""
+        with self.db.read() as session:
+            store = SqlExperienceStore(session)
+            return store.count(_check_owner(owner), store.active_version(owner) if version is None else version)
 
     # --- learning ---------------------------------------------------------------------------
 
@@ -257,15 +283,16 @@ class ExperienceService:
         vector is written after the commit, by :meth:`index_pending`, never inside the transaction.
         """
         _check_owner(owner)
-        # The engine names a template by its content alone; two owners learning the same rule must
-        # still get templates of their own (ids are a global key in SQL and Milvus).
-        templates = [t.model_copy(update={"template_id": _owned_id(owner, t.template_id)}) for t in templates]
         store = SqlExperienceStore(session)
         store.lock_owner(owner)
-        existing = store.families(owner, [t.signature for t in templates])
+        version = store.writable_version(owner)
+        # The engine names a template by its content alone; two owners (or two versions) learning
+        # the same rule must still get templates of their own (ids are a global key in SQL and Milvus).
+        templates = [t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version)}) for t in templates]
+        existing = store.families(owner, [t.signature for t in templates], version)
         result = merge_into_library(existing, templates)
         for template in (*result.new, *result.supplementary):
-            store.insert(owner, template)
+            store.insert(owner, template, version=version)
         for template in result.updated:
             store.replace(owner, template, ConfidenceReason.MERGED)
         if result.new or result.updated or result.supplementary:
@@ -294,14 +321,14 @@ class ExperienceService:
         while True:
             with self.db.read() as session:
                 backlog = SqlExperienceStore(session).index_backlog(owner, batch_size)
-            versions = {(t.template_id, t.updated_at) for _, t, _ in backlog}
+            versions = {(t.template_id, t.updated_at) for _, t, _, _ in backlog}
             if not backlog or versions <= seen:
                 return written
             seen |= versions
             try:
-                by_owner: dict[str, list[tuple[ExperienceTemplate, str]]] = {}
-                for row_owner, template, body in backlog:
-                    by_owner.setdefault(row_owner, []).append((template, body))
+                by_owner: dict[str, list[tuple[ExperienceTemplate, str, int]]] = {}
+                for row_owner, template, body, version in backlog:
+                    by_owner.setdefault(row_owner, []).append((template, body, version))
                 for row_owner, items in by_owner.items():
                     self._index(row_owner, items)
             except StoreUnavailable as exc:
@@ -310,7 +337,7 @@ class ExperienceService:
             with self.db.transaction() as session:
                 store = SqlExperienceStore(session)
                 for row_owner, items in by_owner.items():
-                    store.mark_indexed(row_owner, [t for t, _ in items])
+                    store.mark_indexed(row_owner, [t for t, _, _ in items])
             written += len(backlog)
             if len(backlog) < batch_size:
                 return written
@@ -379,9 +406,11 @@ class ExperienceService:
         template = template.model_copy(update={"source": TemplateSource.MANUAL, "created_at": now, "updated_at": now})
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
-            if template.parent_id is not None:
-                store.get(owner, template.parent_id)
-            store.insert(owner, template, ConfidenceReason.MANUAL)
+            store.lock_owner(owner)
+            version = store.writable_version(owner)
+            if template.parent_id is not None and not store.get_many(owner, [template.parent_id], version):
+                raise NotFound(f"experience template {template.parent_id} not found in the active library version")
+            store.insert(owner, template, ConfidenceReason.MANUAL, version=version)
         self.index_pending(owner)
         return template
 
@@ -406,15 +435,73 @@ class ExperienceService:
         self.index_pending(owner)
         return updated
 
+    # --- library versions -------------------------------------------------------------------
+
+    def create_version(
+        self,
+        owner: str,
+        templates: Sequence[ExperienceTemplate],
+        source: LibrarySource,
+        note: str = "",
+    ) -> int:
+        """Build a new library version of ``templates`` beside the active one; returns its number.
+
+        The version is not served until it is promoted (``cluster.experience.versions``). Templates
+        found by attribution (a reprocess run) merge with each other as live learning merges them;
+        with source ``import`` they are read as an import file is (duplicates skipped, source
+        ``import``). Versions beyond the newest ``versions_kept`` (never the active or the previous
+        one) are deleted, SQL rows first, then their vectors. All or nothing in SQL; the new
+        version's vectors are written after the commit (see :meth:`index_pending`).
+
+        Raises:
+            InvalidInput: ``source`` is ``live`` (live learning writes into the active version).
+        """
+        _check_owner(owner)
+        if source is LibrarySource.LIVE:
+            raise InvalidInput("a new version is made by a reprocess run or an import, not live learning")
+        if "\x00" in note:
+            raise InvalidInput("NUL bytes are not allowed in note")
+        with self.db.transaction() as session:
+            store = SqlExperienceStore(session)
+            store.lock_owner(owner)
+            version = store.add_version(owner, source, note)
+            if source is LibrarySource.IMPORT:
+                self._import_into(store, owner, templates, version)
+            else:
+                owned = [
+                    t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version)}) for t in templates
+                ]
+                result = merge_into_library([], owned)
+                for template in result.library:
+                    store.insert(owner, template, version=version)
+            pruned = store.prune(owner, self.versions_kept)
+        if pruned:
+            try:
+                self.index.delete(owner, pruned)
+            except StoreUnavailable as exc:
+                # Harmless meanwhile: no query names a deleted version; a reindex removes them.
+                logger.warning("vectors of %d pruned templates of %s remain in the index: %s", len(pruned), owner, exc)
+        logger.info(
+            "built library version %d of %s (%s), %d templates of pruned versions removed",
+            version,
+            owner,
+            source,
+            len(pruned),
+        )
+        self.index_pending(owner)
+        return version
+
     # --- export / import --------------------------------------------------------------------
 
     def export_library(self, owner: str) -> Iterator[str]:
-        """The owner's library as JSON Lines: a header, then one template per line (see docs/experience-format.md)."""
+        """The owner's library (its active version) as JSON Lines: a header, then one template per line
+        (see docs/experience-format.md)."""
         _check_owner(owner)
-        with self.db.transaction() as session:
+        with self.db.read() as session:
             store = SqlExperienceStore(session)
-            count = store.count(owner)
-            templates = [t for t, _ in store.iter_owner(owner)]
+            version = store.active_version(owner)
+            count = store.count(owner, version)
+            templates = [t for t, _ in store.iter_owner(owner, version=version)]
         yield from export_lines(
             [t.model_dump(mode="json") for t in templates], {"exported_at": _now().isoformat(), "count": count}
         )
@@ -436,39 +523,46 @@ class ExperienceService:
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             store.lock_owner(owner)
-            named = {t.template_id for t in incoming} | {t.parent_id for t in incoming if t.parent_id is not None}
-            own = store.existing_ids(owner, sorted(named))
-            mapped = {x: x if x in own else _owned_id(owner, x) for x in named}
-            present = store.existing_ids(owner, sorted(set(mapped.values())))
-            known_hashes = store.hashes(owner, [content_hash(t) for t in incoming])
-            fresh: list[ExperienceTemplate] = []
-            duplicates = 0
-            for template in incoming:
-                digest = content_hash(template)
-                if mapped[template.template_id] in present or digest in known_hashes:
-                    duplicates += 1
-                    continue
-                known_hashes.add(digest)
-                update = {
-                    "template_id": mapped[template.template_id],
-                    "parent_id": mapped[template.parent_id] if template.parent_id else None,
-                    "source": TemplateSource.IMPORT,
-                }
-                fresh.append(template.model_copy(update=update))
-            existing = store.families(owner, [t.signature for t in fresh])
-            result = merge_into_library(existing, fresh)
-            added = result.library[len(existing) :]
-            written: list[tuple[ExperienceTemplate, str]] = []
-            stored = set(present)
-            for template in added:  # file order: a parent in the file comes before its children
-                if template.parent_id is not None and template.parent_id not in stored:
-                    template = template.model_copy(update={"parent_id": None})  # parent merged away or absent
-                written.append((template, store.insert(owner, template, ConfidenceReason.IMPORTED)))
-                stored.add(template.template_id)
-            for template in result.updated:
-                _, body = store.replace(owner, template, ConfidenceReason.MERGED)
-                written.append((template, body))
+            report = self._import_into(store, owner, incoming, store.writable_version(owner))
         self.index_pending(owner)
+        return report
+
+    def _import_into(
+        self, store: SqlExperienceStore, owner: str, incoming: Sequence[ExperienceTemplate], version: int
+    ) -> ImportReport:
+        """The import of :meth:`import_library` into library ``version``, under the caller's owner lock."""
+        named = {t.template_id for t in incoming} | {t.parent_id for t in incoming if t.parent_id is not None}
+        own = store.existing_ids(owner, sorted(named), version)
+        mapped = {x: x if x in own else _owned_id(owner, x, version) for x in named}
+        present = store.existing_ids(owner, sorted(set(mapped.values())), version)
+        known_hashes = store.hashes(owner, [content_hash(t) for t in incoming], version)
+        fresh: list[ExperienceTemplate] = []
+        duplicates = 0
+        for template in incoming:
+            digest = content_hash(template)
+            if mapped[template.template_id] in present or digest in known_hashes:
+                duplicates += 1
+                continue
+            known_hashes.add(digest)
+            update = {
+                "template_id": mapped[template.template_id],
+                "parent_id": mapped[template.parent_id] if template.parent_id else None,
+                "source": TemplateSource.IMPORT,
+            }
+            fresh.append(template.model_copy(update=update))
+        existing = store.families(owner, [t.signature for t in fresh], version)
+        result = merge_into_library(existing, fresh)
+        added = result.library[len(existing) :]
+        written: list[tuple[ExperienceTemplate, str]] = []
+        stored = set(present)
+        for template in added:  # file order: a parent in the file comes before its children
+            if template.parent_id is not None and template.parent_id not in stored:
+                template = template.model_copy(update={"parent_id": None})  # parent merged away or absent
+            written.append((template, store.insert(owner, template, ConfidenceReason.IMPORTED, version=version)))
+            stored.add(template.template_id)
+        for template in result.updated:
+            _, body = store.replace(owner, template, ConfidenceReason.MERGED)
+            written.append((template, body))
         return ImportReport(
             imported=tuple(t.template_id for t, _ in written[: len(added)]),
             merged=tuple(t.template_id for t in result.updated),
@@ -494,23 +588,26 @@ class ExperienceService:
         stale = set() if fresh else self.index.ids(owner)
         written = 0
         with self.db.read() as session:
-            items = list(SqlExperienceStore(session).iter_owner(owner, batch_size))
+            items = list(SqlExperienceStore(session).iter_versions(owner, batch_size))
         for offset in range(0, len(items), batch_size):
             batch = items[offset : offset + batch_size]
             self._index(owner, batch)
             with self.db.transaction() as session:
-                SqlExperienceStore(session).mark_indexed(owner, [t for t, _ in batch])
+                SqlExperienceStore(session).mark_indexed(owner, [t for t, _, _ in batch])
             written += len(batch)
-            stale.difference_update(t.template_id for t, _ in batch)
+            stale.difference_update(t.template_id for t, _, _ in batch)
         self.index.delete(owner, sorted(stale))
         logger.info("reindexed %d templates of %s (%d stale removed)", written, owner, len(stale))
         return written
 
-    def _index(self, owner: str, items: Sequence[tuple[ExperienceTemplate, str]]) -> None:
+    def _index(self, owner: str, items: Sequence[tuple[ExperienceTemplate, str, int]]) -> None:
+        """Embed and upsert ``(template, text, library version)`` items of one owner."""
         if not items:
             return
-        vectors = self.embedder.embed([body for _, body in items])
-        self.index.upsert([IndexRow.of(owner, t, v) for (t, _), v in zip(items, vectors, strict=True)])
+        vectors = self.embedder.embed([body for _, body, _ in items])
+        self.index.upsert(
+            [IndexRow.of(owner, t, v, version=version) for (t, _, version), v in zip(items, vectors, strict=True)]
+        )
 
 
 def _situation_text(context: str, task_type: str | None, situation: Situation) -> str:
@@ -536,6 +633,12 @@ def _served(scored: ScoredTemplate) -> ServedExperience:
     )
 
 
-def _owned_id(owner: str, template_id: uuid.UUID) -> uuid.UUID:
-    """A stable id for the owner's copy of a template named ``template_id`` elsewhere."""
-    return uuid.uuid5(IMPORT_NAMESPACE, f"{owner}:{template_id}")
+def _owned_id(owner: str, template_id: uuid.UUID, version: int = FIRST_VERSION) -> uuid.UUID:
+    """A stable id for the owner's copy, in library ``version``, of a template named ``template_id`` elsewhere.
+
+    Version 1 keeps the ids of the first release; later versions name theirs in a namespace of
+    their own, so the same rule in two versions is two templates.
+    """
+    if version == FIRST_VERSION:
+        return uuid.uuid5(IMPORT_NAMESPACE, f"{owner}:{template_id}")
+    return uuid.uuid5(VERSION_NAMESPACE, f"{version}:{owner}:{template_id}")

@@ -1,7 +1,11 @@
-"""ORM mappings for the experience library: templates, their confidence history and served outcomes.
+"""ORM mappings for the experience library: versions, templates, their confidence history and served outcomes.
 
 SQL is the source of truth: the full template (``model``) lives here, Milvus only holds its vector
 and the filter fields, and ``ExperienceService.reindex`` rebuilds Milvus from these rows.
+
+An owner's library exists in numbered versions (``experience_libraries``); each template belongs
+to exactly one of them, for ever. ``experience_library_heads`` holds the owner's pointer to the
+version queries serve: promoting or rolling back updates that one row.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ class ExperienceTemplateRow(Base):
 
     template_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
     owner: Mapped[str] = mapped_column(String(200))
+    # The library version the template belongs to (see LibraryVersionRow); it never changes.
+    version: Mapped[int] = mapped_column(Integer, server_default="1")
     role: Mapped[str] = mapped_column(String(200))
     task_type: Mapped[str | None] = mapped_column(String(200))
     signature: Mapped[str] = mapped_column(Text)
@@ -41,9 +47,33 @@ class ExperienceTemplateRow(Base):
     __table_args__ = (
         Index("ix_experience_templates_owner_role", "owner", "role"),
         Index("ix_experience_templates_index_pending", "index_pending", "owner"),
-        Index("ix_experience_templates_owner_signature", "owner", "signature"),
-        Index("ix_experience_templates_owner_hash", "owner", "content_hash"),
+        Index("ix_experience_templates_owner_version_signature", "owner", "version", "signature"),
+        Index("ix_experience_templates_owner_version_hash", "owner", "version", "content_hash"),
     )
+
+
+class LibraryVersionRow(Base):
+    """One version of an owner's library: how it was made and when."""
+
+    __tablename__ = "experience_libraries"
+
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # live (the library live learning started in), reprocess or import.
+    source: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str] = mapped_column(Text, default="", server_default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class LibraryHeadRow(Base):
+    """The owner's active version (what queries serve and live learning writes to) and the one before."""
+
+    __tablename__ = "experience_library_heads"
+
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    active_version: Mapped[int] = mapped_column(Integer)
+    previous_version: Mapped[int | None] = mapped_column(Integer)
+    switched_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class ConfidenceChangeRow(Base):
