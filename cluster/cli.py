@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cluster.settings import load_settings
+
+if TYPE_CHECKING:
+    from cluster.experience.versions import LibraryVersions
 
 app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
 
@@ -234,6 +240,132 @@ def reindex(
         f"{summary.total} vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
         f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
     )
+
+
+# --- hindsight library ------------------------------------------------------------------------
+
+library = typer.Typer(
+    help="Versions of an owner's experience library: list, diff, promote, rollback, import.", no_args_is_help=True
+)
+app.add_typer(library, name="library")
+
+LibraryOwner = Annotated[str | None, typer.Option("--owner", help="Whose library (default: the local_owner setting).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of lines.")]
+
+
+@contextlib.contextmanager
+def _library_versions() -> Iterator[tuple[LibraryVersions, str]]:
+    """The versions of the settings' SQL store (migrated first), and the default owner; errors become messages."""
+    from cluster.core.errors import HindsightError
+    from cluster.experience.versions import LibraryVersions
+    from cluster.storage.db import Database
+    from cluster.storage.migrate import upgrade
+
+    settings = load_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.sql_url())
+    db = Database(settings.sql_url())
+    try:
+        yield LibraryVersions(db), settings.local_owner
+    except HindsightError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        db.dispose()
+
+
+@library.command("list")
+def library_list(owner: LibraryOwner = None, as_json: AsJson = False) -> None:
+    """The versions, oldest first: number, created, source, templates; * marks the active one."""
+    with _library_versions() as (versions, default_owner):
+        found = versions.versions(owner or default_owner)
+    if as_json:
+        typer.echo(json.dumps([v.model_dump(mode="json") for v in found], indent=2))
+        return
+    if not found:
+        typer.echo("no library versions")
+    for v in found:
+        mark = "*" if v.active else "-" if v.previous else " "
+        note = f"  {v.note}" if v.note else ""
+        created = v.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        typer.echo(f"{mark} v{v.version:<4} {created}  {v.source.value:<9} {v.templates:>6} templates{note}")
+
+
+@library.command("diff")
+def library_diff(
+    a: Annotated[int, typer.Argument(min=1, help="The version to compare from.")],
+    b: Annotated[int, typer.Argument(min=1, help="The version to compare to.")],
+    owner: LibraryOwner = None,
+    as_json: AsJson = False,
+) -> None:
+    """Rules in B and not in A (+), in A and not in B (-), in both with another confidence (~)."""
+    with _library_versions() as (versions, default_owner):
+        diff = versions.diff(owner or default_owner, a, b)
+    if as_json:
+        typer.echo(diff.model_dump_json(indent=2))
+        return
+    for sign, entries in (("+", diff.added), ("-", diff.removed), ("~", diff.changed)):
+        for e in entries:
+            before = "" if e.confidence_a is None else f"{e.confidence_a:.2f}"
+            after = "" if e.confidence_b is None else f"{e.confidence_b:.2f}"
+            confidence = f"{before}→{after}" if sign == "~" else before or after
+            typer.echo(f"{sign} {e.role:<12} {confidence:>9}  {e.rule}")
+    typer.echo(
+        f"v{diff.a} → v{diff.b}: {len(diff.added)} added, {len(diff.removed)} removed, "
+        f"{len(diff.changed)} changed, {diff.unchanged} unchanged"
+    )
+
+
+@library.command("promote")
+def library_promote(
+    version: Annotated[int, typer.Argument(min=1, help="The version to serve from now on.")],
+    owner: LibraryOwner = None,
+    force: Annotated[bool, typer.Option(help="Promote even if some templates have no vector yet.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Serve VERSION from now on (one transaction: no query sees a mix); the version served until now is kept."""
+    with _library_versions() as (versions, default_owner):
+        switch = versions.promote(owner or default_owner, version, force=force)
+    typer.echo(
+        switch.model_dump_json() if as_json else f"v{switch.active} active (rollback returns to v{switch.previous})"
+    )
+
+
+@library.command("rollback")
+def library_rollback(owner: LibraryOwner = None, as_json: AsJson = False) -> None:
+    """Serve the previously active version again."""
+    with _library_versions() as (versions, default_owner):
+        switch = versions.rollback(owner or default_owner)
+    typer.echo(
+        switch.model_dump_json() if as_json else f"v{switch.active} active (rollback returns to v{switch.previous})"
+    )
+
+
+@library.command("import")
+def library_import(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="An exchange file (hindsight-experience).")],
+    owner: LibraryOwner = None,
+    note: Annotated[str, typer.Option(help="Shown by library list.")] = "",
+) -> None:
+    """Build a new, inactive version from an exchange file (e.g. a reprocess output); promote it to serve it."""
+    from cluster.core.errors import HindsightError
+    from cluster.experience.exchange import parse_export
+    from cluster.experience.models import LibrarySource
+    from cluster.services import build_services
+
+    settings = load_settings()
+    services = build_services(settings)
+    try:
+        templates = parse_export(path.read_text().splitlines())
+        version = services.experience.create_version(
+            owner or settings.local_owner, templates, LibrarySource.IMPORT, note or path.name
+        )
+    except HindsightError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        services.close()
+    typer.echo(f"built v{version} from {path} ({len(templates)} templates read); not active until promoted")
 
 
 if __name__ == "__main__":

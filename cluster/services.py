@@ -122,7 +122,12 @@ def build_experience_service(
     embedder = embedder or build_embedder(settings.embedding)
     index = MilvusExperienceIndex(client or milvus_client(settings), dimension=embedder.dimension)
     return ExperienceService(
-        db, index, embedder, top_k=settings.experience_top_k, confidence_threshold=settings.confidence_threshold
+        db,
+        index,
+        embedder,
+        top_k=settings.experience_top_k,
+        confidence_threshold=settings.confidence_threshold,
+        versions_kept=settings.experience_versions_kept,
     )
 
 

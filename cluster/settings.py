@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     max_context_bytes: Annotated[int, Field(ge=64, le=1_000_000)] = 2048
     experience_top_k: Annotated[int, Field(ge=1, le=8)] = 5
     confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    experience_versions_kept: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=5, description="Experience library versions kept per owner (plus the active and previous one)."
+    )
     analysis_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 10
 
     auth_tokens: dict[str, str] = Field(
