@@ -163,6 +163,9 @@ def reprocess(
     scorer_module: Annotated[list[str] | None, typer.Option(help="Module to import first (registers scorers).")] = None,
     owner: Annotated[str | None, typer.Option(help="Only this owner's trajectories.")] = None,
     actors: Annotated[int, typer.Option(min=1, help="Ray Data actor pool size.")] = 2,
+    new_version: Annotated[
+        bool, typer.Option(help="Also build a new library version per owner (served once promoted).")
+    ] = False,
 ) -> None:
     """Re-run attribution over every stored trajectory with a Ray Data job (e.g. a new scorer)."""
     from cluster.runner import ensure_ray
@@ -170,10 +173,20 @@ def reprocess(
 
     settings = load_settings()
     ensure_ray(settings)
-    summary = run(settings, output, scorer=scorer, scorer_modules=scorer_module, owner=owner, actors=actors)
+    summary = run(
+        settings,
+        output,
+        scorer=scorer,
+        scorer_modules=scorer_module,
+        owner=owner,
+        actors=actors,
+        new_version=new_version,
+    )
     typer.echo(f"{summary.trajectories} trajectories in {summary.groups} groups → {summary.templates_by_owner}")
     for path in summary.outputs:
         typer.echo(f"wrote {path}")
+    for name, version in summary.versions.items():
+        typer.echo(f"built library version {version} of {name} (hindsight library promote {version} --owner {name})")
 
 
 @app.command()

@@ -3,7 +3,9 @@
 Trajectories are grouped by (owner, role, task type) — the evidence one attribution batch may
 contrast — and each group is attributed by a pool of actors running the same
 :func:`actors.engine.attribute_batch` the live service uses. The templates found are written as an
-experience library file per owner (the JSON Lines export format), to compare or import.
+experience library file per owner (the JSON Lines export format), to compare or import, and with
+``new_version`` also as a new library version per owner beside the active one: not served until
+``hindsight library promote`` (see docs/jobs.md, "Library versions").
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import json
 import logging
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,9 @@ import ray.data
 
 from actors.engine import attribute_batch
 from cluster.experience.exchange import export_lines
+from cluster.experience.models import LibrarySource
+from cluster.experience.service import ExperienceService
+from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.repository import SqlTrajectoryStore
@@ -66,6 +73,8 @@ class ReprocessSummary:
     trajectories: int
     templates_by_owner: dict[str, int]
     outputs: list[Path]
+    versions: dict[str, int] = field(default_factory=dict)
+    """The library version built for each owner (``new_version``)."""
 
 
 def reprocess(
@@ -77,6 +86,8 @@ def reprocess(
     owner: str | None = None,
     group_size: int = 200,
     actors: int = 2,
+    new_version: bool = False,
+    experience: ExperienceService | None = None,
 ) -> ReprocessSummary:
     """Attribute every finalized trajectory again and write one library file per owner.
 
@@ -88,6 +99,9 @@ def reprocess(
         owner: restrict to one owner; default all.
         group_size: the most trajectories contrasted in one batch.
         actors: size of the Ray Data actor pool.
+        new_version: also build a new, inactive library version per owner from the templates found.
+        experience: the service to build versions with; default one on the settings' stores
+            (a Lite file another process owns is reached through the URI it serves).
     """
     db = Database(settings.sql_url())
     with db.transaction() as session:
@@ -125,4 +139,31 @@ def reprocess(
         outputs.append(path)
     counts = Counter({name: len(found) for name, found in per_owner.items()})
     logger.info("reprocessed %d trajectories in %d groups with scorer %s", total, len(rows), scorer)
-    return ReprocessSummary(len(rows), total, dict(counts), outputs)
+    versions: dict[str, int] = {}
+    if new_version:
+        with _experience(settings, experience) as service:
+            for name, found in sorted(per_owner.items()):
+                templates = [ExperienceTemplate.model_validate(t) for t in found]
+                versions[name] = service.create_version(name, templates, LibrarySource.REPROCESS, f"scorer {scorer}")
+    return ReprocessSummary(len(rows), total, dict(counts), outputs, versions)
+
+
+@contextmanager
+def _experience(settings: Settings, given: ExperienceService | None) -> Iterator[ExperienceService]:
+    if given is not None:
+        yield given
+        return
+    # Imported here: the services pull in every store, which the Ray Data workers never need.
+    from cluster.services import build_experience_service
+    from cluster.storage.milvus import open_milvus
+    from pipelines.reindex import served_milvus
+
+    with served_milvus(settings) as uri:
+        token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
+        client = open_milvus(uri, token, dedicated=True)
+        db = Database(settings.sql_url())
+        try:
+            yield build_experience_service(settings, db, client=client)
+        finally:
+            db.dispose()
+            client.close()

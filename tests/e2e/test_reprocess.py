@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster.experience.models import LibrarySource
+from cluster.experience.versions import LibraryVersions
 from cluster.services import build_services
 from cluster.settings import Settings
 from pipelines.reprocess import reprocess
@@ -34,5 +36,41 @@ def test_reprocessing_with_another_scorer_writes_an_importable_library(ray_sessi
             "team-a", "import 300 products", role="executor", min_confidence=0
         )
         assert served.templates[0].template.recommended.tool == "bulk_import"
+    finally:
+        services.close()
+
+
+def test_reprocessing_builds_a_new_library_version_served_once_promoted(ray_session: None, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    services = build_services(settings)
+    try:
+        store_runs(services.db, "team-a", bulk_vs_single_runs())
+        summary = reprocess(
+            settings,
+            tmp_path / "out",
+            scorer="failure_averse",
+            actors=1,
+            new_version=True,
+            experience=services.experience,
+        )
+        assert summary.versions == {"team-a": 2}
+        versions = LibraryVersions(services.db)
+        listed = versions.versions("team-a")
+        assert [(v.version, v.source, v.active) for v in listed] == [
+            (1, LibrarySource.LIVE, True),
+            (2, LibrarySource.REPROCESS, False),
+        ]
+        assert listed[1].templates == summary.templates_by_owner["team-a"]
+        assert listed[1].note == "scorer failure_averse"
+
+        def served() -> list[str]:
+            result = services.experience.query_experience(
+                "team-a", "import 300 products", role="executor", min_confidence=0
+            )
+            return [s.template.recommended.tool for s in result.templates]
+
+        assert served() == []  # nothing was learned live; the new version waits for its promotion
+        versions.promote("team-a", 2)
+        assert served()[0] == "bulk_import"
     finally:
         services.close()
