@@ -25,8 +25,6 @@ from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
 
-from pydantic import Field
-
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.policy import RankingPolicy, rrf
@@ -46,14 +44,19 @@ class QueryPlan(Frozen):
     asks_when: bool = False
 
 
-class CandidateFacts(Frozen):
-    """What the entity, temporal and session stages read of one candidate."""
+@dataclass(frozen=True, slots=True)
+class CandidateFacts:
+    """What the entity, temporal and session stages read of one candidate.
+
+    A plain dataclass, not a model: one is made per candidate per query, from stored rows.
+    ``session`` is the session the memory was told in, if known.
+    """
 
     seq: int
+    day: date
     entities: frozenset[str] = frozenset()
     text: str = ""
-    day: date
-    session: str | None = Field(default=None, description="Session the memory was told in, if known.")
+    session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +75,12 @@ class Ranked:
     session_bonus: float = 0.0
 
 
-class Candidates(Frozen):
-    """A query's candidates before ranking: both rankings (best first), their facts and the query plan."""
+@dataclass(frozen=True)
+class Candidates:
+    """A query's candidates before ranking: both rankings (seq -> score, best first), their facts, the plan."""
 
-    dense: dict[int, float] = Field(description="seq -> cosine similarity, best first.")
-    lexical: dict[int, float] = Field(description="seq -> full-text score, best first.")
+    dense: dict[int, float]
+    lexical: dict[int, float]
     facts: dict[int, CandidateFacts]
     plan: QueryPlan
 

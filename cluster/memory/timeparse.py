@@ -13,6 +13,7 @@ import calendar
 import re
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from pydantic import model_validator
@@ -134,8 +135,12 @@ def find_times(text: str, anchor: date | None) -> list[TimeMention]:
     return [mention for _, mention in sorted(found, key=lambda item: item[0])]
 
 
+@lru_cache(maxsize=4096)
 def parse_date(text: str) -> date | None:
-    """The first absolute calendar day written in ``text`` ("1:56 pm on 8 May, 2023", "2023-05-08")."""
+    """The first absolute calendar day written in ``text`` ("1:56 pm on 8 May, 2023", "2023-05-08").
+
+    Cached: every candidate of a query has its date read, and memories share few distinct dates.
+    """
     for pattern in (_ISO, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
         match = pattern.search(text)
         if match is not None:
