@@ -8,8 +8,9 @@ embedded by the real model inside every timed call (no embedding cache, no query
 
 Reported per query (p50/p95 over ``--queries``): the embedding alone, the brute-force floor (embed,
 then exact cosine over all vectors with numpy), the Milvus stage, the lexical stage, and the whole
-``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, access bookkeeping), the same
-with the query cache on (a miss, then a hit: both read the owner's generation), and single writes.
+``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, the entity, temporal and session
+stages, access bookkeeping), the same with the query cache on (a miss, then a hit: both read the
+owner's generation), and single writes.
 
     .venv/bin/python -m bench.memory_latency [--n 100000] [--queries 300] [--database-url URL]
 """
@@ -90,6 +91,12 @@ def main() -> None:
     noise = np.random.default_rng(args.seed)
     conversations = load(args.data)
     turns = [t.item_text for c in conversations for t in c.turns]
+    # The turns' speaker, session and date, as in the LoCoMo benchmark: every ranking stage then runs.
+    metas = [
+        {"speaker": t.speaker, "session": t.session, "session_date_time": t.date_time}
+        for c in conversations
+        for t in c.turns
+    ]
     questions = [q.question for c in conversations for q in c.questions]
     queries = rng.sample(questions, min(args.queries, len(questions)))
 
@@ -113,7 +120,10 @@ def main() -> None:
 
         started = time.perf_counter()
         for start in range(0, args.n, 2000):
-            batch = [MemoryWrite(key=f"m{i}", value=texts[i]) for i in range(start, min(start + 2000, args.n))]
+            batch = [
+                MemoryWrite(key=f"m{i}", value=texts[i], metadata=metas[i % len(metas)])
+                for i in range(start, min(start + 2000, args.n))
+            ]
             service.apply_writes(OWNER, batch)
         ingest = time.perf_counter() - started
         print(f"ingested {args.n} memories in {ingest:.1f} s ({args.n / ingest:.0f}/s); index {args.index_type}")

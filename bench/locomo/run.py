@@ -41,6 +41,23 @@ from cluster.storage.milvus import open_milvus
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo" / "locomo10_dev.json"
 HEADLINE = (1, 2, 3, 4)
+FUSION_ONLY: dict[str, Any] = {
+    "entity_boost": 0.0,
+    "entity_terms_lexical": True,
+    "time_boost": 0.0,
+    "when_boost": 0.0,
+    "session_weight": 0.0,
+}
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "memory, no entity stage": {"entity_boost": 0.0, "entity_terms_lexical": True},
+    "memory, entity boost only (names kept in the lexical query)": {"entity_terms_lexical": True},
+    "memory, no temporal stage": {"time_boost": 0.0, "when_boost": 0.0},
+    "memory, no session evidence": {"session_weight": 0.0},
+    "memory, fusion only (dense 0.6)": FUSION_ONLY,
+    "memory, fusion only (previous default)": {**FUSION_ONLY, "dense_weight": 0.4},
+    "memory, lexical stage only": {**FUSION_ONLY, "dense_weight": 0.0},
+    "memory, dense stage only": {**FUSION_ONLY, "lexical_weight": 0.0},
+}
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
@@ -279,10 +296,10 @@ def main() -> None:
 
         results: dict[str, dict[str, Any]] = {}
         results["memory (hybrid)"] = evaluate(conversations, memory_ranker(service))
-        lexical_only = MemoryService(database, embedder, index, ranking=RankingPolicy(dense_weight=0.0))
-        results["memory, lexical stage only"] = evaluate(conversations, memory_ranker(lexical_only))
-        dense_only = MemoryService(database, embedder, index, ranking=RankingPolicy(lexical_weight=0.0))
-        results["memory, dense stage only"] = evaluate(conversations, memory_ranker(dense_only))
+        # Ablations: each stage after fusion off in turn, then fusion alone (the previous default).
+        for name, change in ABLATIONS.items():
+            variant = MemoryService(database, embedder, index, ranking=RankingPolicy(**change))
+            results[name] = evaluate(conversations, memory_ranker(variant))
         # Ablation: the same memories without neighbouring turns as context (separate owners).
         for conv in conversations:
             service.apply_writes(conv.sample_id + "#bare", memory_writes(conv, with_context=False))

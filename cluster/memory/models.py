@@ -66,6 +66,10 @@ class MatchExplanation(Frozen):
     lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
     lexical_rank: int | None
     fused: float = Field(description="Weighted reciprocal-rank fusion of the two rankings.")
+    entities: tuple[str, ...] = Field(default=(), description="Entities the query names that this memory carries.")
+    time: str | None = Field(default=None, description="The time that matched the query's (or its 'when').")
+    session_bonus: float = Field(default=0.0, description="Score added for support from its session.")
+    stages: tuple[str, ...] = Field(default=(), description="The ranking stages that raised this memory.")
     activity: float = Field(description="Activity score at query time.")
 
 

@@ -120,6 +120,17 @@ class LoggedTurnRow(Frozen):
     evaluated_at: datetime | None = None
 
 
+class CandidateRow(Frozen):
+    """The fields of a ranking candidate that the entity, temporal and session stages read."""
+
+    seq: int
+    entity: str | None
+    metadata: dict[str, Any]
+    text: str
+    session_id: str | None
+    valid_from: datetime
+
+
 class LexicalHit(Frozen):
     seq: int
     score: float = Field(description="Higher is more relevant.")
@@ -473,6 +484,42 @@ class SqlMemoryStore:
             .limit(limit)
         )
         return [LexicalHit(seq=seq, score=float(score)) for seq, score in session.execute(stmt)]
+
+    def entity_names(self, session: Session, owner: str, after_seq: int, keys: Sequence[str]) -> tuple[set[str], int]:
+        """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
+
+        Names are the ``entity`` column and the string values of the metadata ``keys``; read in
+        SQL (``json_extract`` / ``->>``) so the metadata documents are not decoded here.
+        """
+        cols = [MemoryRow.entity, *(MemoryRow.meta[k].as_string() for k in keys)]
+        # The first load reads the owner's rows by the owner index; later ones by seq range
+        # (``_owned``), so only the few rows written since are read.
+        owned = MemoryRow.owner == owner if after_seq <= 0 else _owned(owner)
+        stmt = select(MemoryRow.seq, *cols).where(owned, MemoryRow.seq > after_seq)
+        names: set[str] = set()
+        newest = after_seq
+        for row in session.execute(stmt):
+            newest = max(newest, int(row[0]))
+            names.update(v for v in row[1:] if isinstance(v, str) and v and not v.startswith("["))
+        return names, newest
+
+    def candidate_facts(self, session: Session, owner: str, seqs: Sequence[int]) -> list[CandidateRow]:
+        """What the entity, temporal and session ranking stages read of the candidates."""
+        out: list[CandidateRow] = []
+        for start in range(0, len(seqs), 500):
+            stmt = select(
+                MemoryRow.seq,
+                MemoryRow.entity,
+                MemoryRow.meta,
+                MemoryRow.text,
+                MemoryRow.session_id,
+                MemoryRow.valid_from,
+            ).where(_owned(owner), MemoryRow.seq.in_(list(seqs[start : start + 500])))
+            out.extend(
+                CandidateRow(seq=seq, entity=entity, metadata=meta, text=text, session_id=sid, valid_from=vf)
+                for seq, entity, meta, text, sid, vf in session.execute(stmt)
+            )
+        return out
 
     # ----------------------------------------------------------------------------------- maintenance
 

@@ -32,6 +32,7 @@ from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import QueryCache
+from cluster.memory.entities import ENTITY_KEYS, VocabularyCache, without_names
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
 from cluster.memory.models import (
     MaintenanceReport,
@@ -68,11 +69,20 @@ from cluster.memory.policy import (
     find_promotions,
     next_version,
     promotion_target,
-    rrf,
     state_key,
     turn_log_id,
     validity_for,
     write_trigger,
+)
+from cluster.memory.ranking import (
+    CandidateFacts,
+    Candidates,
+    Ranked,
+    facts_of,
+    needs_facts,
+    plan_query,
+    rank,
+    stages_of,
 )
 from cluster.memory.repository import LoggedRow, LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
 from cluster.memory.tables import IndexOp
@@ -138,6 +148,7 @@ class MemoryService:
         self.promotion = promotion or PromotionPolicy()
         self.limits = limits or MemoryLimits()
         self.cache = QueryCache(cache_bytes, cache_ttl)
+        self.vocabularies = VocabularyCache()
         self.accesses = AccessLog(access_flush_entries, access_flush_interval)
         self._flushing = threading.Lock()
         self.upkeep = Upkeep(
@@ -405,37 +416,19 @@ class MemoryService:
             cached = self.cache.get(owner, cache_key, generation, now)
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
-        valid_at = request.valid_at or request.as_of or now
-        vis = Visibility(
-            valid_at=valid_at,
-            entity=request.entity,
-            scope_key=request.scope.key if request.scope else None,
-            include_history=request.include_history,
-            as_of=request.as_of,
-        )
+        vis = self._visibility(request, now)
         vector = self.embedder.embed([request.query])[0]
         with self.db.read() as session:
-            lexical = {
-                h.seq: h.score
-                for h in self.store.lexical(
-                    session,
-                    owner,
-                    request.query,
-                    vis,
-                    self.ranking.candidates,
-                    common_term_docs=self.ranking.common_term_docs,
-                )
-            }
-            dense = self._dense(session, owner, vector, vis)
-            ranked = self._fuse(dense, lexical)
+            found = self._gather(session, owner, request, vector, vis, now, all_facts=False)
+            ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]
             # Full records only for what is returned: building them is the costly part.
-            rows = self.store.visible(session, owner, [seq for _, seq in top], vis)
-        top = [(fused, seq) for fused, seq in top if seq in rows]
-        hits = self._explain(owner, top, rows, dense, lexical, vis, now)
+            rows = self.store.visible(session, owner, [r.seq for r in top], vis)
+        top = [r for r in top if r.seq in rows]
+        hits = self._explain(owner, top, rows, found.dense, found.lexical, vis, now)
         result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked))
         self.cache.put(owner, cache_key, generation, result, now)
-        self.accesses.add(owner, [seq for _, seq in top], now)
+        self.accesses.add(owner, [r.seq for r in top], now)
         if self.accesses.due(now) and self._flushing.acquire(blocking=False):
             # Off the query path: writing 1000 accesses takes ~70 ms, and may queue behind a writer.
             threading.Thread(target=self._flush_in_background, name="memory-accesses", daemon=True).start()
@@ -446,6 +439,16 @@ class MemoryService:
             self.flush_accesses()
         finally:
             self._flushing.release()
+
+    @staticmethod
+    def _visibility(request: MemoryQuery, now: datetime) -> Visibility:
+        return Visibility(
+            valid_at=request.valid_at or request.as_of or now,
+            entity=request.entity,
+            scope_key=request.scope.key if request.scope else None,
+            include_history=request.include_history,
+            as_of=request.as_of,
+        )
 
     def _dense(self, session: Session, owner: str, vector: Sequence[float], vis: Visibility) -> dict[int, float]:
         """Vector candidates that pass the SQL filters, best first (seq -> cosine similarity).
@@ -463,21 +466,56 @@ class MemoryService:
                 return dict(dense[:want])
             limit = min(limit * 4, MAX_DENSE_CANDIDATES)
 
-    def _fuse(self, dense: dict[int, float], lexical: dict[int, float]) -> list[tuple[float, int]]:
-        """Weighted reciprocal-rank fusion of the two candidate lists (each best first), best first."""
+    def candidates(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> Candidates:
+        """What the ranking stages of :meth:`run_query` start from, every candidate's facts included.
+
+        For tuning a ``RankingPolicy`` offline: ``ranking.rank(...)`` over these gives the order
+        ``run_query`` would return under that policy (the lexical query depends on
+        ``entity_terms_lexical`` and the lists on ``candidates``: those two are this service's).
+        """
+        check_owner(owner)
+        now = now or utcnow()
+        vis = self._visibility(request, now)
+        vector = self.embedder.embed([request.query])[0]
+        with self.db.read() as session:
+            return self._gather(session, owner, request, vector, vis, now, all_facts=True)
+
+    def _gather(
+        self,
+        session: Session,
+        owner: str,
+        request: MemoryQuery,
+        vector: Sequence[float],
+        vis: Visibility,
+        now: datetime,
+        *,
+        all_facts: bool,
+    ) -> Candidates:
+        """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need."""
         policy = self.ranking
-        fused: dict[int, float] = {}
-        for weight, ranking in ((policy.dense_weight, dense), (policy.lexical_weight, lexical)):
-            if weight <= 0:
-                continue
-            for rank, seq in enumerate(ranking, start=1):
-                fused[seq] = fused.get(seq, 0.0) + rrf(rank, policy.rrf_k, weight)
-        return sorted(((score, seq) for seq, score in fused.items()), key=lambda item: (-item[0], item[1]))
+        vocabulary = self.vocabularies.get(
+            owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS)
+        )
+        plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
+        words = request.query if policy.entity_terms_lexical else without_names(request.query, plan.entities)
+        hits = self.store.lexical(
+            session, owner, words, vis, policy.candidates, common_term_docs=policy.common_term_docs
+        )
+        lexical = {h.seq: h.score for h in hits}
+        dense = self._dense(session, owner, vector, vis)
+        facts: dict[int, CandidateFacts] = {}
+        if all_facts or needs_facts(plan, policy):
+            seqs = [*dense, *(s for s in lexical if s not in dense)]
+            facts = {
+                row.seq: facts_of(row.seq, row.entity, row.metadata, row.text, row.session_id, row.valid_from)
+                for row in self.store.candidate_facts(session, owner, seqs)
+            }
+        return Candidates(dense=dense, lexical=lexical, facts=facts, plan=plan)
 
     def _explain(
         self,
         owner: str,
-        top: list[tuple[float, int]],
+        top: list[Ranked],
         rows: dict[int, StoredMemory],
         dense: dict[int, float],
         lexical: dict[int, float],
@@ -487,7 +525,8 @@ class MemoryService:
         dense_rank = {seq: i for i, seq in enumerate(dense, start=1)}
         lexical_rank = {seq: i for i, seq in enumerate(lexical, start=1)}
         hits = []
-        for fused, seq in top:
+        for ranked in top:
+            seq = ranked.seq
             stored = rows[seq]
             why = MatchExplanation(
                 entity=vis.entity,
@@ -496,10 +535,14 @@ class MemoryService:
                 dense_rank=dense_rank.get(seq),
                 lexical_score=lexical.get(seq),
                 lexical_rank=lexical_rank.get(seq),
-                fused=fused,
+                fused=ranked.fused,
+                entities=ranked.entities,
+                time=ranked.time,
+                session_bonus=ranked.session_bonus,
+                stages=stages_of(ranked, seq in dense, seq in lexical),
                 activity=self.accesses.activity(self.activity, owner, seq, stored.activity, stored.activity_at, now),
             )
-            hits.append(MemoryHit(memory=stored.record, score=fused, why=why))
+            hits.append(MemoryHit(memory=stored.record, score=ranked.score, why=why))
         return hits
 
     # ---------------------------------------------------------------------- raw log and promotion

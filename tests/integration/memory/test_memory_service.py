@@ -284,7 +284,9 @@ def test_results_explain_every_stage(memory: MemoryService) -> None:
     assert hit.why.dense_similarity > 0.5
     assert hit.why.lexical_score is not None
     assert hit.why.lexical_score > 0
-    assert hit.score == pytest.approx(hit.why.fused)
+    # Alone in its session, the memory gains only its own share of session evidence.
+    assert hit.why.stages == ("dense", "lexical", "session")
+    assert hit.score == pytest.approx(hit.why.fused + hit.why.session_bonus)
 
 
 def test_reindex_rebuilds_vectors_from_sql(memory: MemoryService) -> None:

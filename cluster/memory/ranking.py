@@ -1,0 +1,219 @@
+"""The ranking stages of a memory query, pure: fusion, entity stage, temporal stage, session evidence.
+
+The service gathers the candidates (dense and lexical rankings, already filtered by owner, entity,
+scope, validity and version) and the facts of each candidate (its entity names, day, session and
+text); :func:`rank` orders them and records, per memory, what every stage did to it:
+
+1. fusion: weighted reciprocal rank of the dense and lexical rankings;
+2. entity stage: memories that carry an entity the query names (their speaker, author, entity
+   field) get ``entity_boost``; a question about one person then ranks the other person's turns
+   below that person's own;
+3. temporal stage: memories whose day, or a time expression in their text read against that day,
+   falls in an interval the query names get ``time_boost``; for a "when" question, memories that
+   state a time ("yesterday", "last May") get ``when_boost``: that is where the answer is written;
+4. session evidence: a memory gains ``session_weight`` times the mean score of the best
+   ``session_top`` candidates of its session, so facts told together support each other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from functools import lru_cache
+from typing import Any
+
+from cluster.core.types import Frozen
+from cluster.memory.entities import Vocabulary, entity_values
+from cluster.memory.policy import RankingPolicy, rrf
+from cluster.memory.timeparse import Interval, TimeMention, find_times, memory_date
+
+_WHEN = re.compile(
+    r"^\s*when\b|\b(?:what|which)\s+(?:date|day|year|month|week|time)\b|\bhow\s+long\s+ago\b|\bsince\s+when\b",
+    re.I,
+)
+
+
+class QueryPlan(Frozen):
+    """What the query asks for beyond its words: named entities, time intervals, a "when"."""
+
+    entities: tuple[str, ...] = ()
+    intervals: tuple[Interval, ...] = ()
+    asks_when: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFacts:
+    """What the entity, temporal and session stages read of one candidate.
+
+    A plain dataclass, not a model: one is made per candidate per query, from stored rows.
+    ``session`` is the session the memory was told in, if known.
+    """
+
+    seq: int
+    day: date
+    entities: frozenset[str] = frozenset()
+    text: str = ""
+    session: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One candidate's final score and what each stage contributed.
+
+    A plain dataclass, not a model: one is made per candidate per query, inside the service.
+    ``time`` is the time expression (or "memory date") that matched the query's time.
+    """
+
+    seq: int
+    score: float
+    fused: float
+    entities: tuple[str, ...] = ()
+    time: str | None = None
+    session_bonus: float = 0.0
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """A query's candidates before ranking: both rankings (seq -> score, best first), their facts, the plan."""
+
+    dense: dict[int, float]
+    lexical: dict[int, float]
+    facts: dict[int, CandidateFacts]
+    plan: QueryPlan
+
+
+def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
+    """Will a stage after fusion read the candidates' facts? If not, the SQL read is saved."""
+    return bool(
+        (plan.entities and policy.entity_boost > 0)
+        or (plan.intervals and policy.time_boost > 0)
+        or (plan.asks_when and policy.when_boost > 0)
+        or policy.session_weight > 0
+    )
+
+
+#: Metadata keys that name the session (conversation) a memory was told in.
+SESSION_KEYS = ("session_id", "session", "conversation_id", "thread_id")
+
+
+def facts_of(
+    seq: int, entity: str | None, metadata: Mapping[str, Any], text: str, session_id: str | None, valid_from: datetime
+) -> CandidateFacts:
+    """A candidate's facts from its stored fields: names, own day (metadata date or validity), session."""
+    session = session_id
+    if session is None:
+        session = next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
+    return CandidateFacts(
+        seq=seq,
+        entities=frozenset(entity_values(entity, metadata)),
+        text=text,
+        day=memory_date(metadata, valid_from),
+        session=session,
+    )
+
+
+def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
+    """Recognise the entities, time intervals and "when" of a query (relative times read against ``today``)."""
+    return QueryPlan(
+        entities=vocabulary.named_in(query),
+        intervals=tuple(m.interval for m in find_times(query, today)),
+        asks_when=_WHEN.search(query) is not None,
+    )
+
+
+def fuse(dense: Sequence[int], lexical: Sequence[int], policy: RankingPolicy) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion of two rankings (each best first)."""
+    fused: dict[int, float] = {}
+    for weight, ranking in ((policy.dense_weight, dense), (policy.lexical_weight, lexical)):
+        if weight <= 0:
+            continue
+        for rank, seq in enumerate(ranking, start=1):
+            fused[seq] = fused.get(seq, 0.0) + rrf(rank, policy.rrf_k, weight)
+    return fused
+
+
+def rank(
+    dense: Sequence[int],
+    lexical: Sequence[int],
+    facts: Mapping[int, CandidateFacts],
+    plan: QueryPlan,
+    policy: RankingPolicy,
+) -> list[Ranked]:
+    """All candidates, best first (ties by ``seq``). Candidates without facts skip stages 2-4."""
+    fused = fuse(dense, lexical, policy)
+    wanted = {e.lower() for e in plan.entities}
+    staged: dict[int, Ranked] = {}
+    for seq, base in fused.items():
+        fact = facts.get(seq)
+        score = base
+        named: tuple[str, ...] = ()
+        time: str | None = None
+        if fact is not None:
+            named = tuple(sorted(e for e in fact.entities if e.lower() in wanted))
+            if named:
+                score *= 1.0 + policy.entity_boost
+            time = _time_match(fact, plan)
+            if time is not None:
+                score *= 1.0 + (policy.time_boost if plan.intervals else policy.when_boost)
+        staged[seq] = Ranked(seq=seq, score=score, fused=base, entities=named, time=time)
+    ranked = _with_sessions(staged, facts, policy) if policy.session_weight > 0 else list(staged.values())
+    return sorted(ranked, key=lambda r: (-r.score, r.seq))
+
+
+def _time_match(fact: CandidateFacts, plan: QueryPlan) -> str | None:
+    """The phrase that puts the memory in the query's time, or (for "when") the time it states."""
+    if not plan.intervals and not plan.asks_when:
+        return None
+    mentions = _mentions(fact.text, fact.day)
+    if plan.intervals:
+        if any(Interval.day(fact.day).overlaps(i) for i in plan.intervals):
+            return "memory date"
+        return next((m.phrase for m in mentions if any(m.interval.overlaps(i) for i in plan.intervals)), None)
+    return mentions[0].phrase if mentions else None
+
+
+@lru_cache(maxsize=16_384)
+def _mentions(text: str, day: date) -> list[TimeMention]:
+    # The same memories come back query after query; their time expressions do not change.
+    return find_times(text, day)
+
+
+def _with_sessions(
+    staged: dict[int, Ranked], facts: Mapping[int, CandidateFacts], policy: RankingPolicy
+) -> list[Ranked]:
+    members: dict[str, list[float]] = defaultdict(list)
+    for seq, ranked in staged.items():
+        session = _session_of(facts.get(seq))
+        if session is not None:
+            members[session].append(ranked.score)
+    support = {s: sum(sorted(v, reverse=True)[: policy.session_top]) / policy.session_top for s, v in members.items()}
+    out = []
+    for seq, ranked in staged.items():
+        session = _session_of(facts.get(seq))
+        if session is None:
+            out.append(ranked)
+            continue
+        bonus = policy.session_weight * support[session]
+        out.append(replace(ranked, score=ranked.score + bonus, session_bonus=bonus))
+    return out
+
+
+def _session_of(fact: CandidateFacts | None) -> str | None:
+    if fact is None:
+        return None
+    return fact.session if fact.session is not None else fact.day.isoformat()
+
+
+def stages_of(ranked: Ranked, dense: bool, lexical: bool) -> tuple[str, ...]:
+    """The stages that found or raised a memory, in pipeline order, for its ``why``."""
+    flags = (
+        ("dense", dense),
+        ("lexical", lexical),
+        ("entity", bool(ranked.entities)),
+        ("time", ranked.time is not None),
+        ("session", ranked.session_bonus > 0),
+    )
+    return tuple(name for name, on in flags if on)

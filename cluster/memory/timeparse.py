@@ -1,0 +1,296 @@
+"""Time expressions in queries and memories, as day intervals. Rules only, English.
+
+A memory's relative expressions ("yesterday", "last week", "two days ago") are read against the
+memory's own date (:func:`memory_date`), a query's against the moment it is asked. Every mention
+becomes a closed interval of days, so a question about "May 2023" and a memory saying "last week"
+on 9 June 2023 can be compared. What the rules do not recognise yields nothing: a wrong interval
+would mislead the temporal stage, a missing one only leaves it out.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+from pydantic import model_validator
+
+from cluster.core.types import Frozen
+
+MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+MONTHS["sept"] = 9
+WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "a few": 3,
+    "several": 3,
+}
+SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11)}
+
+_MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_COUNT = r"(?P<count>\d+|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
+_UNIT = r"(?P<unit>day|week|month|year|weekend)s?"
+
+# Order matters: the longer, more specific patterns claim their words first.
+_ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.I)
+_SEASON_YEAR = re.compile(r"\b(?P<season>spring|summer|autumn|fall)\s+(?:of\s+)?" + _YEAR + r"\b", re.I)
+_SHIFT = re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|before|earlier|after|later|from now)\b", re.I)
+_REL_UNIT = re.compile(rf"\b(?P<which>last|past|previous|this|next|coming)\s+{_UNIT}\b", re.I)
+_REL_WEEKDAY = re.compile(r"\b(?P<which>last|this|next|on)\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")\b", re.I)
+_REL_MONTH = re.compile(rf"\b(?P<which>in|last|this|next|since)\s+{_MONTH}(?!\s*[\d,])\b", re.I)
+_REL_SEASON = re.compile(r"\b(?P<which>last|this|next)\s+(?P<season>spring|summer|autumn|fall)\b", re.I)
+_YEAR_ALONE = re.compile(r"\b(?:in|since|during|of|year)\s+" + _YEAR + r"\b", re.I)
+_DAY_WORD = re.compile(
+    r"\b(?P<word>yesterday|today|tonight|tomorrow|last night|this morning|this afternoon|this evening)\b", re.I
+)
+
+_PATTERNS = (
+    _ISO,
+    _DAY_MONTH_YEAR,
+    _MONTH_DAY_YEAR,
+    _SHIFT,
+    _MONTH_YEAR,
+    _SEASON_YEAR,
+    _REL_UNIT,
+    _REL_WEEKDAY,
+    _REL_MONTH,
+    _REL_SEASON,
+    _YEAR_ALONE,
+    _DAY_WORD,
+)
+
+
+class Interval(Frozen):
+    """A closed range of days."""
+
+    start: date
+    end: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Interval:
+        if self.end < self.start:
+            raise ValueError(f"interval ends ({self.end}) before it starts ({self.start})")
+        return self
+
+    @classmethod
+    def day(cls, day: date) -> Interval:
+        return cls(start=day, end=day)
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+
+class TimeMention(Frozen):
+    """A time expression found in a text, and the days it names."""
+
+    phrase: str
+    interval: Interval
+
+
+def find_times(text: str, anchor: date | None) -> list[TimeMention]:
+    """Every time expression of ``text``, in order of appearance.
+
+    Relative expressions need ``anchor`` (the day the text was said or written); without one
+    only absolute dates are returned. Each span of text yields at most one mention.
+    """
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, TimeMention]] = []
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < e and s < end for s, e in taken):
+                continue
+            interval = _interval(pattern, match, anchor)
+            if interval is None:
+                continue
+            taken.append((start, end))
+            found.append((start, TimeMention(phrase=match.group(0), interval=interval)))
+    return [mention for _, mention in sorted(found, key=lambda item: item[0])]
+
+
+@lru_cache(maxsize=4096)
+def parse_date(text: str) -> date | None:
+    """The first absolute calendar day written in ``text`` ("1:56 pm on 8 May, 2023", "2023-05-08").
+
+    Cached: every candidate of a query has its date read, and memories share few distinct dates.
+    """
+    for pattern in (_ISO, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
+        match = pattern.search(text)
+        if match is not None:
+            interval = _interval(pattern, match, None)
+            if interval is not None:
+                return interval.start
+    return None
+
+
+#: Metadata keys that may hold the date a memory's content was said or happened, most specific first.
+DATE_KEYS = ("occurred_at", "date_time", "datetime", "date", "timestamp", "time", "at")
+
+
+def memory_date(metadata: Mapping[str, Any], fallback: datetime) -> date:
+    """The day a memory's relative time expressions are read against.
+
+    A metadata value under a date-like key (``date``, ``timestamp``, ``session_date_time``, ...)
+    that holds a calendar day wins: a memory imported today may record a conversation of last
+    year. Otherwise the memory's own start of validity (``fallback``).
+    """
+    for key in _date_keys(metadata):
+        value = metadata[key]
+        if isinstance(value, str):
+            found = parse_date(value)
+            if found is not None:
+                return found
+    return fallback.date()
+
+
+def _date_keys(metadata: Mapping[str, Any]) -> Iterable[str]:
+    keys = [k for k in metadata if isinstance(k, str)]
+    for suffix in DATE_KEYS:
+        yield from (k for k in keys if k.lower() == suffix or k.lower().endswith("_" + suffix))
+
+
+# ------------------------------------------------------------------------------------------ rules
+
+
+def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -> Interval | None:
+    g = {k: v for k, v in match.groupdict().items() if v is not None}
+    try:
+        if pattern in (_ISO, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
+            return Interval.day(date(int(g["year"]), _month(g["month"]), int(g["day"])))
+        if pattern is _MONTH_YEAR:
+            return _month_interval(int(g["year"]), _month(g["month"]))
+        if pattern is _SEASON_YEAR:
+            return _season_interval(int(g["year"]), g["season"])
+        if pattern is _YEAR_ALONE:
+            return Interval(start=date(int(g["year"]), 1, 1), end=date(int(g["year"]), 12, 31))
+    except ValueError:
+        return None  # e.g. 31 February: not a day, so not a mention
+    if anchor is None:
+        return None
+    if pattern is _SHIFT:
+        return _shift(anchor, g)
+    if pattern is _REL_UNIT:
+        return _relative_unit(anchor, g["which"].lower(), g["unit"].lower())
+    if pattern is _REL_WEEKDAY:
+        return _relative_weekday(anchor, g["which"].lower(), WEEKDAYS[g["weekday"].lower()])
+    if pattern is _REL_MONTH:
+        return _relative_month(anchor, g["which"].lower(), _month(g["month"]))
+    if pattern is _REL_SEASON:
+        shift = {"last": -1, "this": 0, "next": 1}[g["which"].lower()]
+        return _season_interval(anchor.year + shift, g["season"])
+    if pattern is _DAY_WORD:
+        word = g["word"].lower()
+        offset = {"yesterday": -1, "last night": -1, "tomorrow": 1}.get(word, 0)
+        return Interval.day(anchor + timedelta(days=offset))
+    return None
+
+
+def _month(name: str) -> int:
+    return int(name) if name.isdigit() else MONTHS[name.lower().rstrip(".")]
+
+
+def _month_interval(year: int, month: int) -> Interval:
+    return Interval(start=date(year, month, 1), end=date(year, month, calendar.monthrange(year, month)[1]))
+
+
+def _season_interval(year: int, season: str) -> Interval:
+    first, last = SEASONS[season.lower()]
+    return Interval(start=date(year, first, 1), end=_month_interval(year, last).end)
+
+
+def _add_months(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    year, month = divmod(index, 12)
+    return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _week_of(day: date) -> Interval:
+    monday = day - timedelta(days=day.weekday())
+    return Interval(start=monday, end=monday + timedelta(days=6))
+
+
+def _shift(anchor: date, g: dict[str, str]) -> Interval | None:
+    count_text = g["count"].lower()
+    count = int(count_text) if count_text.isdigit() else NUMBERS[count_text]
+    if count > 1000:
+        return None
+    sign = 1 if g["dir"].lower() in ("after", "later", "from now") else -1
+    unit = g["unit"].lower()
+    if unit == "day":
+        return Interval.day(anchor + timedelta(days=sign * count))
+    if unit in ("week", "weekend"):
+        return _week_of(anchor + timedelta(weeks=sign * count))
+    if unit == "month":
+        return _month_interval(*_year_month(_add_months(anchor, sign * count)))
+    year = anchor.year + sign * count
+    return Interval(start=date(year, 1, 1), end=date(year, 12, 31))
+
+
+def _year_month(day: date) -> tuple[int, int]:
+    return day.year, day.month
+
+
+def _relative_unit(anchor: date, which: str, unit: str) -> Interval:
+    shift = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1, "coming": 1}[which]
+    if unit == "day":
+        return Interval.day(anchor + timedelta(days=shift))
+    if unit == "week":
+        return _week_of(anchor + timedelta(weeks=shift))
+    if unit == "weekend":
+        saturday = _week_of(anchor + timedelta(weeks=shift)).start + timedelta(days=5)
+        return Interval(start=saturday, end=saturday + timedelta(days=1))
+    if unit == "month":
+        return _month_interval(*_year_month(_add_months(anchor, shift)))
+    return Interval(start=date(anchor.year + shift, 1, 1), end=date(anchor.year + shift, 12, 31))
+
+
+def _relative_weekday(anchor: date, which: str, weekday: int) -> Interval:
+    """ "last Friday" is the latest Friday before the anchor; "next Friday" the first after it."""
+    back = (anchor.weekday() - weekday) % 7 or 7
+    ahead = (weekday - anchor.weekday()) % 7 or 7
+    if which in ("last", "on"):
+        # "on Friday" in a text about the past: the Friday just before.
+        return Interval.day(anchor - timedelta(days=back))
+    if which == "next":
+        return Interval.day(anchor + timedelta(days=ahead))
+    return Interval.day(_week_of(anchor).start + timedelta(days=weekday))
+
+
+def _relative_month(anchor: date, which: str, month: int) -> Interval:
+    """A month without a year: the latest such month not after the anchor ("next May": the first after)."""
+    year = anchor.year
+    if which == "since":
+        start = date(year if month <= anchor.month else year - 1, month, 1)
+        return Interval(start=start, end=max(anchor, start))
+    if which == "next":
+        year = anchor.year + 1 if month <= anchor.month else anchor.year
+    elif month > anchor.month or (which == "last" and month == anchor.month):
+        year = anchor.year - 1
+    return _month_interval(year, month)

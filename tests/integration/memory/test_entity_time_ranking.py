@@ -1,0 +1,72 @@
+"""The entity and temporal stages on real stores: who a question names, and when it asks about."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.core.ports import Embedder
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryHit, MemoryWrite
+from cluster.memory.policy import RankingPolicy
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+FUSION_ONLY = RankingPolicy(entity_boost=0, entity_terms_lexical=True, time_boost=0, when_boost=0, session_weight=0)
+
+
+def said(key: str, speaker: str, text: str, day: str) -> MemoryWrite:
+    # The speaker only in metadata (and keys without names): the entity stage must find it there.
+    return MemoryWrite(key=key, value=text, metadata={"speaker": speaker, "date": day})
+
+
+def top(service: MemoryService, question: str) -> MemoryHit:
+    return service.query("team", question, top_k=3, now=T0).hits[0]
+
+
+@pytest.fixture
+def services(database: Database, embedder: Embedder, index: MilvusMemoryIndex) -> tuple[MemoryService, MemoryService]:
+    staged = MemoryService(database, embedder, index, cache_bytes=0)
+    staged.apply_writes(
+        "team",
+        [
+            said("barn", "Jon", "I painted a big red barn while Gina watched", "2023-04-20"),
+            said("sunset", "Gina", "I painted a small sunset over the lake", "2023-04-21"),
+            said("group", "Gina", "The support group was really powerful for me", "2023-05-08"),
+            said("went", "Gina", "I went to a support group meeting yesterday", "2023-05-08"),
+            said("race-april", "Jon", "I ran a charity race for the shelter", "2023-04-02"),
+            said("race-may", "Jon", "I ran a charity race for the school", "2023-05-14"),
+        ],
+        now=T0,
+    )
+    return staged, MemoryService(database, embedder, index, ranking=FUSION_ONLY, cache_bytes=0)
+
+
+def test_the_entity_stage_ranks_the_named_persons_memory_first(services: tuple[MemoryService, MemoryService]) -> None:
+    staged, fusion_only = services
+    # Jon's memory names Gina and painting: by words alone it is the better match.
+    assert top(fusion_only, "What did Gina paint?").memory.key == "barn"
+    hit = top(staged, "What did Gina paint?")
+    assert hit.memory.key == "sunset"
+    assert hit.why.entities == ("Gina",)
+    assert "entity" in hit.why.stages
+
+
+def test_a_when_question_finds_the_memory_that_states_the_time(services: tuple[MemoryService, MemoryService]) -> None:
+    staged, _ = services
+    hit = top(staged, "When did Gina go to the support group?")
+    assert hit.memory.key == "went"
+    assert hit.why.time == "yesterday"
+    assert "time" in hit.why.stages
+
+
+def test_a_time_in_the_question_selects_memories_of_that_time(services: tuple[MemoryService, MemoryService]) -> None:
+    staged, fusion_only = services
+    question = "Which charity race did Jon run in May 2023?"
+    assert top(fusion_only, question).memory.key == "race-april"  # same words; the older one comes first
+    hit = top(staged, question)
+    assert hit.memory.key == "race-may"
+    assert hit.why.time == "memory date"
+    assert {"entity", "time"} <= set(hit.why.stages)

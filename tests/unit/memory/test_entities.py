@@ -1,0 +1,61 @@
+"""Entities a query names are recognised from the owner's own vocabulary."""
+
+from cluster.memory.entities import Vocabulary, VocabularyCache, entity_values, mentions, without_names
+
+
+def test_names_are_found_in_any_case_and_with_possessives() -> None:
+    vocabulary = Vocabulary(["Caroline", "Melanie", "New York"])
+    assert vocabulary.named_in("What did caroline's friend give her?") == ("Caroline",)
+    assert vocabulary.named_in("When did Melanie move to new york?") == ("Melanie", "New York")
+
+
+def test_a_shortened_name_names_the_one_entity_it_starts() -> None:
+    vocabulary = Vocabulary(["Caroline", "Melanie"])
+    assert vocabulary.named_in("What did Mel paint?") == ("Melanie",)
+    # Lower case or too short: an ordinary word, not a name.
+    assert vocabulary.named_in("what did mel paint?") == ()
+    assert vocabulary.named_in("What did Me paint?") == ()
+
+
+def test_an_ambiguous_short_form_names_nobody() -> None:
+    vocabulary = Vocabulary(["Jonathan", "Jones"])
+    assert vocabulary.named_in("What did Jon say?") == ()
+
+
+def test_unknown_people_are_not_entities() -> None:
+    assert Vocabulary(["Caroline"]).named_in("What did Gina say to Jon?") == ()
+
+
+def test_names_made_of_stopwords_are_ignored() -> None:
+    vocabulary = Vocabulary(["me", "The", "Gina"])
+    assert len(vocabulary) == 1
+    assert vocabulary.named_in("Tell me the news") == ()
+
+
+def test_entity_values_come_from_the_entity_field_and_entity_like_metadata() -> None:
+    values = entity_values("project-x", {"speaker": "Gina", "people": ["Jon", 3], "session": 2, "note": "Paris"})
+    assert values == {"project-x", "Gina", "Jon"}
+
+
+def test_mentions_and_without_names() -> None:
+    assert mentions("Caroline: I went to New York", "new york")
+    assert not mentions("I went to York", "New York")
+    assert without_names("What did Mel and Caroline's dog do?", ["Melanie", "Caroline"]) == "What did and dog do"
+
+
+def test_the_cache_grows_a_vocabulary_from_the_newest_memories_only() -> None:
+    cache = VocabularyCache(owners=1)
+    asked: list[int] = []
+
+    def load(after: int) -> tuple[set[str], int]:
+        asked.append(after)
+        return ({"Gina"}, 7) if after == 0 else ({"Jon"}, 9)
+
+    assert "Gina" in cache.get("a", load)
+    vocabulary = cache.get("a", load)
+    assert "Gina" in vocabulary
+    assert "Jon" in vocabulary
+    assert asked == [0, 7]
+    cache.get("b", lambda after: (set(), 0))  # evicts "a": at most one owner kept
+    cache.get("a", load)
+    assert asked == [0, 7, 0]

@@ -1,0 +1,86 @@
+"""The ranking stages after fusion: entity, temporal and session evidence, and what they report."""
+
+from datetime import UTC, date, datetime
+
+from cluster.memory.entities import Vocabulary
+from cluster.memory.policy import RankingPolicy
+from cluster.memory.ranking import CandidateFacts, QueryPlan, facts_of, plan_query, rank, stages_of
+from cluster.memory.timeparse import Interval
+
+DAY = date(2023, 5, 9)
+FUSION_ONLY = RankingPolicy(entity_boost=0, time_boost=0, when_boost=0, session_weight=0)
+
+
+def only(**stage: float) -> RankingPolicy:
+    return FUSION_ONLY.model_copy(update=stage)
+
+
+def fact(seq: int, *, speaker: str = "Gina", text: str = "", day: date = DAY, session: str = "1") -> CandidateFacts:
+    return CandidateFacts(seq=seq, entities=frozenset({speaker}), text=text, day=day, session=session)
+
+
+def test_plan_query_recognises_entities_times_and_when() -> None:
+    plan = plan_query("When did Gina go to Paris in May 2023?", Vocabulary(["Gina", "Jon"]), DAY)
+    assert plan.entities == ("Gina",)
+    assert plan.intervals == (Interval(start=date(2023, 5, 1), end=date(2023, 5, 31)),)
+    assert plan.asks_when
+    assert not plan_query("What did Jon paint?", Vocabulary(["Gina"]), DAY).asks_when
+
+
+def test_fusion_alone_orders_by_reciprocal_rank() -> None:
+    ranked = rank([1, 2], [2, 3], {}, QueryPlan(), FUSION_ONLY)
+    assert [r.seq for r in ranked] == [2, 3, 1]
+    assert all(stages_of(r, r.seq in (1, 2), r.seq in (2, 3)) for r in ranked)
+
+
+def test_the_entity_stage_lifts_the_named_persons_memories() -> None:
+    facts = {1: fact(1, speaker="Jon"), 2: fact(2, speaker="Gina")}
+    plan = QueryPlan(entities=("Gina",))
+    assert [r.seq for r in rank([1, 2], [1, 2], facts, plan, FUSION_ONLY)] == [1, 2]
+    ranked = rank([1, 2], [1, 2], facts, plan, only(entity_boost=1.0))
+    assert [r.seq for r in ranked] == [2, 1]
+    assert ranked[0].entities == ("Gina",)
+    assert stages_of(ranked[0], True, True) == ("dense", "lexical", "entity")
+    assert stages_of(ranked[1], True, True) == ("dense", "lexical")
+
+
+def test_the_temporal_stage_reads_a_memorys_relative_time_against_its_own_day() -> None:
+    facts = {
+        1: fact(1, text="I painted a lake", day=date(2023, 6, 20)),
+        # Said on 2 June: "last week" is the week of 22 May, inside the asked month.
+        2: fact(2, text="I painted a sunset last week", day=date(2023, 6, 2)),
+    }
+    plan = QueryPlan(intervals=(Interval(start=date(2023, 5, 1), end=date(2023, 5, 31)),))
+    ranked = rank([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
+    assert [r.seq for r in ranked] == [2, 1]
+    assert ranked[0].time == "last week"
+    assert "time" in stages_of(ranked[0], True, True)
+
+
+def test_a_when_question_prefers_memories_that_state_a_time() -> None:
+    facts = {1: fact(1, text="The support group was powerful"), 2: fact(2, text="I went to a support group yesterday")}
+    ranked = rank([1, 2], [1, 2], facts, QueryPlan(asks_when=True), only(when_boost=1.0))
+    assert [r.seq for r in ranked] == [2, 1]
+    assert ranked[0].time == "yesterday"
+
+
+def test_session_evidence_lifts_a_memory_whose_session_holds_other_good_candidates() -> None:
+    facts = {1: fact(1, session="a"), 2: fact(2, session="b"), 3: fact(3, session="b"), 4: fact(4, session="b")}
+    plan = QueryPlan()
+    # Without session evidence 1 ranks first on both lists.
+    assert rank([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, FUSION_ONLY)[0].seq == 1
+    ranked = rank([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, only(session_weight=2.0))
+    assert ranked[0].seq != 1
+    assert ranked[0].session_bonus > 0
+    assert "session" in stages_of(ranked[0], True, True)
+
+
+def test_facts_come_from_metadata_before_the_stored_fields() -> None:
+    written = datetime(2026, 1, 1, tzinfo=UTC)
+    meta = {"speaker": "Gina", "session": 3, "session_date_time": "8 May, 2023"}
+    facts = facts_of(1, "shop", meta, "Gina: hi", None, written)
+    assert facts.entities == {"Gina", "shop"}
+    assert facts.session == "3"
+    assert facts.day == date(2023, 5, 8)
+    assert facts_of(2, None, {}, "", "s-1", written).session == "s-1"
+    assert facts_of(2, None, {}, "", None, written).day == date(2026, 1, 1)

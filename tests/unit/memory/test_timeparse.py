@@ -1,0 +1,93 @@
+"""Time expressions become day intervals, relative ones read against the text's own date."""
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from cluster.memory.timeparse import Interval, find_times, memory_date, parse_date
+
+# A Tuesday.
+ANCHOR = date(2023, 5, 9)
+
+
+def one(text: str, anchor: date | None = ANCHOR) -> Interval:
+    found = find_times(text, anchor)
+    assert len(found) == 1, found
+    return found[0].interval
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("I went to a support group yesterday", date(2023, 5, 8), date(2023, 5, 8)),
+        ("we met last night", date(2023, 5, 8), date(2023, 5, 8)),
+        ("see you tomorrow", date(2023, 5, 10), date(2023, 5, 10)),
+        ("two days ago I ran a race", date(2023, 5, 7), date(2023, 5, 7)),
+        ("a few days ago", date(2023, 5, 6), date(2023, 5, 6)),
+        ("3 weeks ago", date(2023, 4, 17), date(2023, 4, 23)),
+        ("last week I gave a talk", date(2023, 5, 1), date(2023, 5, 7)),
+        ("next month", date(2023, 6, 1), date(2023, 6, 30)),
+        ("last year", date(2022, 1, 1), date(2022, 12, 31)),
+        ("last weekend", date(2023, 5, 6), date(2023, 5, 7)),
+        ("last Friday", date(2023, 5, 5), date(2023, 5, 5)),
+        ("next Friday", date(2023, 5, 12), date(2023, 5, 12)),
+        ("in March we moved", date(2023, 3, 1), date(2023, 3, 31)),
+        ("in June", date(2022, 6, 1), date(2022, 6, 30)),
+        ("last summer", date(2022, 6, 1), date(2022, 8, 31)),
+        ("two months before", date(2023, 3, 1), date(2023, 3, 31)),
+    ],
+)
+def test_relative_times_are_read_against_the_texts_own_date(text: str, start: date, end: date) -> None:
+    assert one(text) == Interval(start=start, end=end)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("on 8 May, 2023", date(2023, 5, 8), date(2023, 5, 8)),
+        ("May 8th, 2023", date(2023, 5, 8), date(2023, 5, 8)),
+        ("2023-05-08", date(2023, 5, 8), date(2023, 5, 8)),
+        ("What did she do in May 2023?", date(2023, 5, 1), date(2023, 5, 31)),
+        ("in the summer of 2022", date(2022, 6, 1), date(2022, 8, 31)),
+        ("in 2021", date(2021, 1, 1), date(2021, 12, 31)),
+    ],
+)
+def test_absolute_dates_need_no_anchor(text: str, start: date, end: date) -> None:
+    assert one(text, None) == Interval(start=start, end=end)
+
+
+def test_relative_times_without_an_anchor_are_not_guessed() -> None:
+    assert find_times("I went there yesterday and last week", None) == []
+
+
+def test_the_longest_expression_claims_its_words() -> None:
+    found = find_times("on 8 May, 2023 and then yesterday", ANCHOR)
+    assert [m.phrase for m in found] == ["8 May, 2023", "yesterday"]
+    assert found[0].interval == Interval.day(date(2023, 5, 8))
+
+
+def test_an_impossible_day_leaves_only_its_month() -> None:
+    found = find_times("31 February 2023", None)
+    assert [m.interval for m in found] == [Interval(start=date(2023, 2, 1), end=date(2023, 2, 28))]
+
+
+def test_text_without_times_has_none() -> None:
+    assert find_times("I love painting sunsets with my kids", ANCHOR) == []
+
+
+def test_parse_date_reads_a_conversation_timestamp() -> None:
+    assert parse_date("1:56 pm on 8 May, 2023") == date(2023, 5, 8)
+    assert parse_date("no date here") is None
+
+
+def test_a_memorys_date_comes_from_date_like_metadata_before_its_validity() -> None:
+    written = datetime(2026, 1, 1, tzinfo=UTC)
+    assert memory_date({"session_date_time": "1:56 pm on 8 May, 2023", "session": 1}, written) == date(2023, 5, 8)
+    assert memory_date({"date": "2022-12-24"}, written) == date(2022, 12, 24)
+    assert memory_date({"note": "8 May 2023"}, written) == date(2026, 1, 1)
+    assert memory_date({"date": "soon"}, written) == date(2026, 1, 1)
+
+
+def test_an_interval_cannot_end_before_it_starts() -> None:
+    with pytest.raises(ValueError, match="ends"):
+        Interval(start=date(2023, 5, 2), end=date(2023, 5, 1))
