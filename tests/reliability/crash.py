@@ -159,16 +159,33 @@ class WireClient:
         return answer
 
 
-def _node(parent: uuid.UUID | None, rows: int, action: str, ok: bool, step: int) -> dict[str, Any]:
-    return {
-        "node_id": str(uuid.uuid4()),
-        "parent_id": str(parent) if parent else None,
-        "context_snapshot": {"goal": "import products", "row_count": rows, "step": step},
-        "available_actions": ["add_item", "bulk_import"],
-        "chosen_action": action,
-        "action_params": {"file": "/data/in.csv"} if action == "bulk_import" else {"sku": f"A-{step}"},
-        "execution_result": {"status": "success" if ok else "failure", "steps": 1 if action == "bulk_import" else 5},
-    }
+def _nodes(rows: int, action: str, ok: bool, rng: random.Random, run: int) -> list[dict[str, Any]]:
+    """An import: open the file, look at it a few times, choose how to insert (the decision), verify."""
+    path = f"/data/run-{run}/products_{rows}.csv"
+    goal: dict[str, Any] = {"goal": "Import products from a CSV file"}
+    decision = {**goal, "row_count": rows, "file": {"path": path, "encoding": "utf-8"}}
+    params: dict[str, Any] = (
+        {"file": path, "encoding": "utf-8"} if action == "bulk_import" else {"sku": f"SKU-{run}", "price": rows}
+    )
+    status = "success" if ok else "failure"
+    steps: list[tuple[str, list[str], dict[str, Any], dict[str, Any], str]]
+    steps = [("open_file", ["open_file"], {"path": path}, goal, "success")]
+    steps += [("peek_rows", ["peek_rows"], {"n": 10 * k}, goal, "success") for k in range(rng.randint(0, 3))]
+    steps += [(action, ["add_item", "bulk_import"], params, decision, status), ("verify", ["verify"], {}, goal, status)]
+    nodes: list[dict[str, Any]] = []
+    for chosen, actions, arguments, context, result in steps:
+        nodes.append(
+            {
+                "node_id": str(uuid.uuid4()),
+                "parent_id": nodes[-1]["node_id"] if nodes else None,
+                "context_snapshot": context,
+                "available_actions": actions,
+                "chosen_action": chosen,
+                "action_params": arguments,
+                "execution_result": {"status": result},
+            }
+        )
+    return nodes
 
 
 async def _agent(index: int, client: WireClient, stop: threading.Event, rng: random.Random) -> None:
@@ -180,19 +197,19 @@ async def _agent(index: int, client: WireClient, stop: threading.Event, rng: ran
         if stop.is_set():
             return
         rows, action, ok = RUNS[(index + episode) % len(RUNS)]
-        task_type = f"import-{(index + episode) % TASK_TYPES}"
+        task_type = f"import-{index % TASK_TYPES}"  # each task type sees every kind of run
         served: list[str] = []
         if episode >= 2:
-            query = {"context": f"import {rows} products", "task_type": task_type, "min_confidence": 0}
+            query = {
+                "context": f"import {rows} products",
+                "role": "executor",
+                "task_type": task_type,
+                "min_confidence": 0,
+            }
             found = await client.call("query_experience", query)
             served = [e["id"] for e in found.get("experiences", [])][:2]
         trajectory = uuid.uuid4()
-        length = rng.randint(2, 6)
-        nodes: list[dict[str, Any]] = []
-        for step in range(length):
-            last = step == length - 1
-            parent = uuid.UUID(nodes[-1]["node_id"]) if nodes else None
-            nodes.append(_node(parent, rows, action, ok or not last, step))
+        nodes = _nodes(rows, action, ok, rng, episode)
         with ledger.lock:
             ledger.sent_nodes.update((uuid.UUID(n["node_id"]), trajectory) for n in nodes)
         header = {"task": f"import {rows} products", "agent_id": f"agent-{index}", "role": "executor"}
@@ -298,6 +315,48 @@ def claimed(db: Database) -> int:
         return session.scalar(select(func.count()).where(TrajectoryRow.analysis_status == "claimed")) or 0
 
 
+class HalfAnalysed:
+    """Whether the worker is half way through a served trajectory: it is marked analysed while a
+    served outcome of it is not counted yet, or an outcome is counted while it is not yet marked.
+    Those are two writes in two transactions; a kill between them must not lose the second."""
+
+    def __init__(self, db: Database, ledger: Ledger) -> None:
+        self.db = db
+        self.ledger = ledger
+        self._settled: set[uuid.UUID] = set()
+
+    def __call__(self) -> bool:
+        with self.ledger.lock:
+            candidates = {t: f.served for t, f in self.ledger.finalized.items() if f.served and t not in self._settled}
+        if not candidates:
+            return False
+        ids = list(candidates)
+        with self.db.read() as session:
+            done = set(
+                session.scalars(
+                    select(TrajectoryRow.trajectory_id).where(
+                        TrajectoryRow.trajectory_id.in_(ids), TrajectoryRow.analysis_status == "done"
+                    )
+                )
+            )
+            counted = {
+                (template, trajectory)
+                for template, trajectory in session.execute(
+                    select(ServedOutcomeRow.template_id, ServedOutcomeRow.trajectory_id).where(
+                        ServedOutcomeRow.trajectory_id.in_(ids)
+                    )
+                )
+            }
+        half = False
+        for trajectory, served in candidates.items():
+            reported = [(template, trajectory) in counted for template in served]
+            if trajectory in done and all(reported):
+                self._settled.add(trajectory)
+            elif trajectory in done or any(reported):
+                half = True
+        return half
+
+
 def wait_settled(db: Database, finalized: set[uuid.UUID], timeout_s: float) -> float:
     """Wait until every one of ``finalized`` is analysed and no vector work is queued; returns the
     seconds it took (or ``timeout_s`` if it never settled: the audit then names what is missing)."""
@@ -342,6 +401,8 @@ class Audit:
     """Longest wait of a trajectory analysed after the restart: from the later of its finalize and
     the service serving again, to its analysis."""
     analysed_after_restart: int = 0
+    served_outcomes: int = 0
+    """(served template, trajectory) pairs whose outcome was checked."""
 
     def problems(self) -> dict[str, list[str]]:
         return {
@@ -350,9 +411,15 @@ class Audit:
             if isinstance(value, list) and value  # every list field is a list of problems
         }
 
-
-def _short(items: list[str], limit: int = 10) -> list[str]:
-    return items if len(items) <= limit else [*items[:limit], f"... {len(items) - limit} more"]
+    def describe(self, limit: int = 10) -> str:
+        """The counts, and the first ``limit`` problems of each kind."""
+        counts = {name: value for name, value in vars(self).items() if not isinstance(value, list)}
+        lines = [", ".join(f"{name}={value}" for name, value in counts.items())]
+        for name, items in self.problems().items():
+            more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
+            lines.append(f"{name}: {len(items)}{more}")
+            lines.extend(f"  {item}" for item in items[:limit])
+        return "\n".join(lines)
 
 
 def audit(data_dir: Path, ledger: Ledger, killed_at: datetime, serving_again_at: datetime) -> Audit:
@@ -368,8 +435,6 @@ def audit(data_dir: Path, ledger: Ledger, killed_at: datetime, serving_again_at:
         _audit_vectors(data_dir, db, result)
     finally:
         db.dispose()
-    for name, problems in result.problems().items():
-        setattr(result, name, _short(problems))
     return result
 
 
@@ -488,6 +553,7 @@ def _audit_analysis(
         for served in finalized.served:
             # One served outcome per (template, trajectory): neither lost nor counted twice.
             pair = (served, tid)
+            result.served_outcomes += 1
             if pair not in outcomes or changes[pair] != 1:
                 result.outcome_problems.append(
                     f"trajectory {tid}, template {served}: outcome stored {pair in outcomes}, "

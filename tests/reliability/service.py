@@ -175,7 +175,7 @@ class ServeProcess:
         for tries in itertools.count(1):
             while not batch_claimed():  # polled often: a batch takes milliseconds
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"no batch claimed while the service stood still in {tries - 1} tries")
+                    raise AssertionError(f"the moment to kill did not come in {timeout_s:.0f}s ({tries - 1} tries)")
                 time.sleep(0.005)
             signal_all(tree, signal.SIGSTOP)
             if batch_claimed():
