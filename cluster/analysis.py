@@ -204,11 +204,14 @@ class AnalysisService:
             history = self._history(store, owner, batch)
         results = attribute_batch(batch, history, scorer=self.scorer)
         templates = [t for result in results for t in result.templates]
+        # Served outcomes before the analysed mark: a batch marked analysed is never claimed again,
+        # so an outcome left for after the mark is lost if the worker dies in between. Reported
+        # again after such a death, an outcome changes nothing (one per experience and trajectory).
+        for trajectory in batch:
+            self._feedback(owner, trajectory)
         # Learning and marking the batch analysed commit together, so a retried batch never
         # counts its evidence twice.
         learn_batch(self.db, self.experience, owner, templates, ids, self.worker)
-        for trajectory in batch:
-            self._feedback(owner, trajectory)
         logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))
         return len(templates)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import os
 import signal
 import socket
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,13 +51,25 @@ class ServeProcess:
     ray_tmp: Path
 
     @classmethod
-    def start(cls, data_dir: Path, port: int, ray_tmp: Path, *, workers: int = 1) -> ServeProcess:
+    def start(
+        cls,
+        data_dir: Path,
+        port: int,
+        ray_tmp: Path,
+        *,
+        workers: int = 1,
+        maintenance: bool = False,
+        lease_s: float | None = None,
+    ) -> ServeProcess:
+        """Start ``hindsight serve``; ``maintenance`` runs memory upkeep (its first pass at once),
+        ``lease_s`` sets the attribution lease (default: the service's)."""
         config = data_dir.parent / f"serve-{port}.yaml"
+        lease = f", lease_s: {lease_s}" if lease_s is not None else ""
         config.write_text(
             f"http: {{host: 127.0.0.1, port: {port}}}\n"
             "ingress: {num_replicas: 2}\n"
-            f"attribution: {{workers: {workers}}}\n"
-            "maintenance: {enabled: false}\n"
+            f"attribution: {{workers: {workers}{lease}}}\n"
+            f"maintenance: {{enabled: {str(maintenance).lower()}}}\n"
         )
         env = {
             **os.environ,
@@ -106,11 +119,110 @@ class ServeProcess:
         self.process.send_signal(sig)
         return self.process.wait(timeout_s)
 
+    def belongs(self, process: psutil.Process) -> bool:
+        """Whether ``process`` is part of this service: in its tree once, or pointing at its Ray
+        folder or data directory (Ray's and Milvus Lite's command lines and environments do)."""
+        marks = (str(self.ray_tmp), str(self.data_dir))
+        try:
+            if any(mark in arg for arg in process.cmdline() for mark in marks):
+                return True
+            env = process.environ()
+        except psutil.Error:
+            return False
+        return env.get("RAY_TMPDIR") == marks[0] or env.get("HINDSIGHT_DATA_DIR") == marks[1]
+
+    def members(self) -> list[psutil.Process]:
+        """Every live process of this service: its tree, and whatever of it was reparented away."""
+        found = {p.pid: p for p in self.tree()}
+        me = os.getpid()
+        for process in psutil.process_iter():
+            if process.pid not in found and process.pid != me and self.belongs(process):
+                found[process.pid] = process
+        return [p for p in found.values() if _alive(p)]
+
+    def kill_tree(self) -> list[str]:
+        """``kill -9`` of the whole service at once, as a power cut or the OOM killer of its cgroup
+        would: every process is first stopped (none can react or start another), then killed.
+        Returns what was killed, a name each (a Python process's is its module or script); the
+        serve process itself is reaped."""
+        stopped: dict[int, str] = {}
+        # The tree first (quick to list), then whatever else is the service's (a scan of every
+        # process), again until none is new: one may have started while the others were stopped.
+        for members in (self.tree, self.members, self.members, self.members):
+            fresh = [p for p in members() if p.pid not in stopped]
+            if not fresh:
+                break
+            for process in fresh:
+                stopped[process.pid] = _label(process)
+                with contextlib.suppress(psutil.Error):
+                    process.send_signal(signal.SIGSTOP)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(30)
+        return list(stopped.values())
+
+    def kill_mid_batch(self, batch_claimed: Callable[[], bool], timeout_s: float) -> tuple[list[str], int]:
+        """:meth:`kill_tree` at a moment ``batch_claimed`` says yes while the service stands still.
+
+        Each time ``batch_claimed`` first says yes, the tree is stopped (SIGSTOP, as
+        :meth:`kill_tree` does first) and asked again: the stopped service shows what a kill would
+        leave. If the batch is still claimed it is killed, else it carries on (SIGCONT) and the
+        next claim is tried. Returns what was killed and how many tries it took.
+        """
+        tree = self.tree()
+        deadline = time.monotonic() + timeout_s
+        for tries in itertools.count(1):
+            while not batch_claimed():  # polled often: a batch takes milliseconds
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the moment to kill did not come in {timeout_s:.0f}s ({tries - 1} tries)")
+                time.sleep(0.005)
+            signal_all(tree, signal.SIGSTOP)
+            if batch_claimed():
+                return self.kill_tree(), tries
+            signal_all(tree, signal.SIGCONT)
+        raise AssertionError("unreachable")
+
+    def survivors(self) -> list[str]:
+        """The processes of this service still alive, as "pid name" (zombies count as dead)."""
+        return [f"{p.pid} {_name(p)}" for p in self.members()]
+
     def cleanup(self) -> None:
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(30)
+        # Whatever of it left the process group (nothing should; a failed test must not leak it).
+        for process in self.members():
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+def signal_all(processes: list[psutil.Process], sig: signal.Signals) -> None:
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(sig)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _label(process: psutil.Process) -> str:
+    """``name``, or for a Python process the module or script it runs (``python -m cluster.cli``)."""
+    name = _name(process)
+    if not name.startswith("python"):
+        return name
+    name = "python"
+    try:
+        args = process.cmdline()[1:]
+    except psutil.Error:
+        return name
+    args = [a for a in args if a not in ("-u", "-m")]
+    return f"{name} {Path(args[0]).name if args else ''}".strip()
 
 
 def _name(process: psutil.Process) -> str:
