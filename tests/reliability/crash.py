@@ -531,6 +531,13 @@ def _audit_analysis(
                 )
             )
         )
+        in_sql = set(
+            session.scalars(
+                select(TrajectoryRow.trajectory_id).where(
+                    TrajectoryRow.owner == OWNER, TrajectoryRow.status == "finalized"
+                )
+            )
+        )
         templates = [
             (owner, ExperienceTemplate.model_validate(model))
             for owner, model in session.execute(select(ExperienceTemplateRow.owner, ExperienceTemplateRow.model))
@@ -560,7 +567,8 @@ def _audit_analysis(
                     f"counted {changes[pair]} times"
                 )
     for _owner, template in templates:
-        _check_evidence(template, set(ledger.finalized), result)
+        # Templates gather evidence from every run on the data directory, not just this ledger's.
+        _check_evidence(template, in_sql, result)
 
 
 def _check_evidence(template: ExperienceTemplate, finalized: set[uuid.UUID], result: Audit) -> None:

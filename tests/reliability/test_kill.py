@@ -68,7 +68,10 @@ def test_kill_9_of_the_whole_service_under_load_loses_nothing_acknowledged_and_a
         for _ in deadline_loop(30, f"processes of the service outlived kill -9: {first.survivors()}"):
             if not first.survivors():
                 break
-        assert anything_listens_on(port) == []
+        # A killed listener's socket may take the kernel a moment to close.
+        for _ in deadline_loop(30, f"something listens on {port} after kill -9: {anything_listens_on(port)}"):
+            if not anything_listens_on(port):
+                break
 
         second = ServeProcess.start(data_dir, port, ray_tmp, maintenance=True, lease_s=LEASE_S)
         started.append(second)
