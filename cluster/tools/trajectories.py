@@ -9,7 +9,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from cluster.tools.batching import Batcher
 from cluster.tools.common import Toolbox, tool_errors
+from cluster.trajectories.capture import RecordCall
 from cluster.trajectories.models import FinalizeResult, NodeIn, Outcome, RecordResult, ResultStatus, TrajectoryHeader
 
 
@@ -19,6 +21,12 @@ def register_trajectory_tools(box: Toolbox) -> None:
     limits = (
         f"At most {settings.max_trajectory_nodes} nodes per trajectory; a node's context_snapshot at most "
         f"{settings.max_context_bytes} bytes of JSON."
+    )
+
+    # Concurrent record calls of this process share one transaction: one write lock and one commit
+    # for all of them (on SQLite the lock hand-off between replicas is most of a single write's cost).
+    records: Batcher[RecordCall, RecordResult] = Batcher(
+        lambda calls: box.capture(box.services.capture.record_batch, calls)
     )
 
     async def record(
@@ -38,7 +46,8 @@ def register_trajectory_tools(box: Toolbox) -> None:
                 header = TrajectoryHeader(
                     trajectory_id=trajectory_id, agent_id=agent_id, role=role, task=task, task_type=task_type
                 )
-        result = await box.capture(box.services.capture.record, owner, trajectory_id, nodes, header)
+        with tool_errors():
+            result = await records.submit(RecordCall(owner, trajectory_id, nodes, header))
         box.services.metrics.nodes_written.inc(len(nodes))
         return result
 

@@ -1,15 +1,28 @@
-"""Trajectory capture service: one unit of work per call over the SQL trajectory store."""
+"""Trajectory capture service: one unit of work per call (or per batch of calls) over the SQL
+trajectory store."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import NamedTuple
 
-from cluster.core.errors import InvalidInput, NotFound
+from sqlalchemy.orm import Session
+
+from cluster.core.errors import HindsightError, InvalidInput, NotFound
 from cluster.experience.repository import SqlExperienceStore
 from cluster.storage.db import Database
 from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+
+
+class RecordCall(NamedTuple):
+    """One caller's :meth:`CaptureService.record` arguments, for :meth:`CaptureService.record_batch`."""
+
+    owner: str
+    trajectory_id: uuid.UUID
+    nodes: Sequence[NodeIn]
+    header: TrajectoryHeader | None = None
 
 
 class CaptureService:
@@ -31,15 +44,48 @@ class CaptureService:
         header: TrajectoryHeader | None = None,
     ) -> RecordResult:
         """Append nodes, opening the trajectory first when its header comes along (the first call)."""
+        with self.db.transaction() as session:
+            return self._record(session, RecordCall(owner, trajectory_id, nodes, header))
+
+    def record_batch(self, calls: Sequence[RecordCall]) -> list[RecordResult | Exception]:
+        """Several callers' :meth:`record` in one transaction: one write lock and one commit.
+
+        Each call runs in a savepoint, so a call the store refuses (a bad parent, a changed node)
+        fails alone and the others land. Returns each call's result or error, in order. Should the
+        shared transaction itself fail, every call is tried again in a transaction of its own, so
+        one caller's trouble never becomes another's.
+        """
+        try:
+            with self.db.transaction() as session:
+                outcomes: list[RecordResult | Exception] = []
+                for call in calls:
+                    try:
+                        with session.begin_nested():
+                            outcomes.append(self._record(session, call))
+                    except HindsightError as exc:
+                        outcomes.append(exc)
+                return outcomes
+        except Exception:
+            if len(calls) == 1:
+                raise
+        return [self._record_alone(call) for call in calls]
+
+    def _record_alone(self, call: RecordCall) -> RecordResult | Exception:
+        try:
+            return self.record(*call)
+        except Exception as exc:
+            return exc
+
+    def _record(self, session: Session, call: RecordCall) -> RecordResult:
+        owner, trajectory_id, nodes, header = call
         if header is not None and header.trajectory_id != trajectory_id:
             raise InvalidInput(
                 f"header.trajectory_id {header.trajectory_id} differs from trajectory_id {trajectory_id}"
             )
-        with self.db.transaction() as session:
-            store = SqlTrajectoryStore(session, self.limits)
-            if header is not None:
-                store.open(owner, header)
-            return store.append(owner, trajectory_id, nodes)
+        store = SqlTrajectoryStore(session, self.limits)
+        if header is not None:
+            store.open(owner, header)
+        return store.append(owner, trajectory_id, nodes)
 
     def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
         """Close the trajectory and queue it for analysis.

@@ -16,7 +16,7 @@ from sqlalchemy import event, select
 
 from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
 from cluster.storage.db import Database, SqliteWriteLock
-from cluster.trajectories.capture import CaptureService
+from cluster.trajectories.capture import CaptureService, RecordCall
 from cluster.trajectories.models import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 from cluster.trajectories.tables import TrajectoryRow
@@ -91,6 +91,58 @@ def test_same_node_id_with_another_payload_is_a_conflict(capture: CaptureService
     changed = root.model_copy(update={"chosen_action": "add_item"})
     with pytest.raises(Conflict, match="different payload"):
         capture.record(OWNER, header.trajectory_id, [changed])
+
+
+def test_a_batch_of_calls_lands_together_and_a_refused_call_fails_alone(
+    capture: CaptureService, header: TrajectoryHeader
+) -> None:
+    root = make_node()
+    child = make_node(root, chosen_action="add_item")
+    fresh = TrajectoryHeader(agent_id="agent-2", task="another task")
+    fresh_root = make_node()
+    outcomes = capture.record_batch(
+        [
+            RecordCall(OWNER, header.trajectory_id, [root]),
+            RecordCall(OWNER, header.trajectory_id, [make_node(make_node())]),  # unknown parent
+            RecordCall(OWNER, header.trajectory_id, [child]),
+            RecordCall(OWNER, header.trajectory_id, [root.model_copy(update={"chosen_action": "add_item"})]),
+            RecordCall(OWNER, fresh.trajectory_id, [fresh_root], fresh),
+            RecordCall(OWNER, header.trajectory_id, [root]),  # a retry inside the same batch
+        ]
+    )
+    assert [type(o).__name__ for o in outcomes] == [
+        "RecordResult",
+        "NotFound",
+        "RecordResult",
+        "Conflict",
+        "RecordResult",
+        "RecordResult",
+    ]
+    assert [n.node_id for n in capture.load(OWNER, header.trajectory_id).nodes] == [root.node_id, child.node_id]
+    assert [n.node_id for n in capture.load(OWNER, fresh.trajectory_id).nodes] == [fresh_root.node_id]
+
+
+def test_a_batch_whose_transaction_fails_is_written_call_by_call(
+    capture: CaptureService, header: TrajectoryHeader, database: Database
+) -> None:
+    failures = iter([RuntimeError("the shared commit failed")])
+
+    def fail_once(_: Any) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+
+    event.listen(database.engine, "commit", fail_once)
+    try:
+        root = make_node()
+        other = make_node(root)
+        outcomes = capture.record_batch(
+            [RecordCall(OWNER, header.trajectory_id, [root]), RecordCall(OWNER, header.trajectory_id, [other])]
+        )
+    finally:
+        event.remove(database.engine, "commit", fail_once)
+    assert [o.node_ids for o in outcomes if not isinstance(o, Exception)] == [[root.node_id], [other.node_id]]
+    assert len(capture.load(OWNER, header.trajectory_id).nodes) == 2
 
 
 def test_node_limit_is_enforced_with_a_clear_error(capture: CaptureService, header: TrajectoryHeader) -> None:
