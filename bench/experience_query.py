@@ -36,8 +36,9 @@ from sqlalchemy import insert
 
 from cluster.embedding import OnnxMiniLMEmbedder
 from cluster.experience.index import MilvusExperienceIndex
-from cluster.experience.models import content_hash, embedding_text
+from cluster.experience.models import embedding_text
 from cluster.experience.ports import IndexRow
+from cluster.experience.repository import template_values
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ExperienceTemplateRow
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Support
@@ -133,24 +134,10 @@ def load(
         hi = min(size, lo + chunk)
         rows, index_rows = [], []
         for i in range(lo, hi):
-            t = bases[which[i]].model_copy(update={"template_id": ids[i], "confidence": float(confidence[i])})
-            rows.append(
-                {
-                    "template_id": ids[i],
-                    "owner": OWNERS[owners[i]],
-                    "role": t.role,
-                    "task_type": t.task_type,
-                    "signature": t.signature,
-                    "source": t.source.value,
-                    "parent_id": None,
-                    "confidence": t.confidence,
-                    "model": t.model_dump(mode="json"),
-                    "text": embedding_text(t),
-                    "content_hash": content_hash(t),
-                    "created_at": now,
-                    "updated_at": now,
-                }
+            t = bases[which[i]].model_copy(
+                update={"template_id": ids[i], "confidence": float(confidence[i]), "created_at": now, "updated_at": now}
             )
+            rows.append(template_values(OWNERS[owners[i]], t))
             index_rows.append(
                 IndexRow(ids[i], OWNERS[owners[i]], t.role, t.task_type, t.confidence, now, now, vectors[i].tolist())
             )

@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from cluster.experience.models import content_hash, embedding_text
+from cluster.experience.repository import template_values
 from cluster.experience.tables import ExperienceTemplateRow
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.settings import Settings
@@ -80,24 +80,7 @@ def fill(url: str, count: int) -> None:
             t = synthetic(rng, i)
             at = start + timedelta(seconds=i)
             t = t.model_copy(update={"template_id": uuid.uuid4(), "created_at": at, "updated_at": at})
-            rows.append(
-                {
-                    "template_id": t.template_id,
-                    "owner": OWNERS[i % len(OWNERS)],
-                    "role": t.role,
-                    "task_type": t.task_type,
-                    "signature": t.signature,
-                    "source": t.source.value,
-                    "parent_id": None,
-                    "confidence": t.confidence,
-                    "model": t.model_dump(mode="json"),
-                    "text": embedding_text(t),
-                    "content_hash": content_hash(t),
-                    "created_at": at,
-                    "updated_at": at,
-                    "index_pending": True,
-                }
-            )
+            rows.append(template_values(OWNERS[i % len(OWNERS)], t))
         with db.transaction() as session:
             session.execute(insert(ExperienceTemplateRow), rows)
     db.dispose()

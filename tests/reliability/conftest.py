@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from cluster.embedding import OnnxMiniLMEmbedder
+from cluster.experience.index import MilvusExperienceIndex
+from cluster.experience.service import ExperienceService
 from cluster.net import HaproxyGuard
+from cluster.storage.db import Database
+from cluster.storage.milvus import MilvusLiteServer, open_milvus
 from tests.e2e.conftest import anyio_backend, client, services
 from tests.reliability.service import ServeProcess, short_tmp
 
@@ -33,3 +38,19 @@ def started(tmp_path: Path) -> Iterator[list[ServeProcess]]:
         # The HAProxy run directory of the data directory (outside it: socket paths stay short).
         guard = HaproxyGuard.for_data_dir(process.data_dir, "127.0.0.1", base=process.ray_tmp)
         shutil.rmtree(guard.run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    onnx = OnnxMiniLMEmbedder()
+    onnx.load()
+    return onnx
+
+
+@pytest.fixture
+def experience(database: Database, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[ExperienceService]:
+    """The experience service on the test's database and a Milvus Lite of its own."""
+    with MilvusLiteServer(tmp_path / "milvus.db") as server:
+        client = open_milvus(str(server.path))
+        yield ExperienceService(database, MilvusExperienceIndex(client), embedder)
+        client.close()

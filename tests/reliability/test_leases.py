@@ -19,8 +19,6 @@ from sqlalchemy.orm import Session
 
 from actors.pool import start_pool, stop_pool
 from cluster.analysis import AnalysisService
-from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import LearnReport
 from cluster.experience.service import ExperienceService
 from cluster.experience.templates import ExperienceTemplate
@@ -28,7 +26,6 @@ from cluster.serve_config import AttributionConfig
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
-from cluster.storage.milvus import MilvusLiteServer, open_milvus
 from cluster.trajectories.models import NodeIn, Outcome, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
@@ -38,21 +35,6 @@ from tests.unit.engine.builders import bulk_vs_single_runs
 pytestmark = [pytest.mark.reliability, pytest.mark.milvus]
 
 OWNER = "shop-team"
-
-
-@pytest.fixture(scope="module")
-def embedder() -> OnnxMiniLMEmbedder:
-    onnx = OnnxMiniLMEmbedder()
-    onnx.load()
-    return onnx
-
-
-@pytest.fixture
-def experience(database: Database, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[ExperienceService]:
-    with MilvusLiteServer(tmp_path / "milvus.db") as server:
-        client = open_milvus(str(server.path))
-        yield ExperienceService(database, MilvusExperienceIndex(client), embedder)
-        client.close()
 
 
 def store_runs(db: Database, runs: Sequence[Trajectory]) -> list[uuid.UUID]:

@@ -11,22 +11,18 @@ nothing after it runs, as after a kill.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cluster.analysis import AnalysisService
-from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import LearnReport
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
-from cluster.storage.milvus import MilvusLiteServer, open_milvus
 from cluster.trajectories.models import NodeIn, Outcome, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
@@ -36,21 +32,6 @@ pytestmark = [pytest.mark.reliability, pytest.mark.milvus]
 
 OWNER = "shop-team"
 WORKER = "host:pool/attribution-0"
-
-
-@pytest.fixture(scope="module")
-def embedder() -> OnnxMiniLMEmbedder:
-    onnx = OnnxMiniLMEmbedder()
-    onnx.load()
-    return onnx
-
-
-@pytest.fixture
-def experience(database: Database, tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> Iterator[ExperienceService]:
-    with MilvusLiteServer(tmp_path / "milvus.db") as server:
-        client = open_milvus(str(server.path))
-        yield ExperienceService(database, MilvusExperienceIndex(client), embedder)
-        client.close()
 
 
 class Died(BaseException):
