@@ -177,7 +177,9 @@ class MemoryService:
         context: str | None = None,
         now: datetime | None = None,
     ) -> uuid.UUID:
-        """Store ``value`` under ``key``; an existing key in the same scope gets a new version.
+        """Store ``value`` under ``key``; an existing key in the same scope gets a new version,
+        unless the write repeats the current version (same value, metadata, entity, sources and
+        lifetime): then it is done once and the current version's id comes back.
 
         Returns the new version's memory id. Raises ``InvalidInput`` for malformed fields and
         ``LimitExceeded`` for a value, metadata or context over its size limit.
@@ -213,8 +215,8 @@ class MemoryService:
         texts = [value_text(r.value) for r in requests]
         vectors = self.embedder.embed(texts)
         with self.db.transaction() as session:
-            results, rows = self._insert_versions(session, owner, requests, texts, validities, now)
-        self._settle(owner, _with_vectors(rows, vectors))
+            results, rows = self._insert_versions(session, owner, requests, texts, vectors, validities, now)
+        self._settle(owner, rows)
         return results
 
     def apply_write_batch(
@@ -264,6 +266,7 @@ class MemoryService:
         owner: str,
         requests: Sequence[MemoryWrite],
         texts: Sequence[str],
+        vectors: Sequence[list[float]],
         validities: Sequence[Validity],
         now: datetime,
     ) -> tuple[list[MemoryWriteResult], list[VectorRow]]:
@@ -272,8 +275,12 @@ class MemoryService:
         self.store.bump_generation(session, owner)
         results: list[MemoryWriteResult] = []
         rows: list[VectorRow] = []
-        for request, text, validity in zip(requests, texts, validities, strict=True):
+        for request, text, vector, validity in zip(requests, texts, vectors, validities, strict=True):
             previous = self.store.latest(session, owner, request.scope.key, request.key)
+            if previous is not None and _repeats(previous, request, validity):
+                # A retried write whose answer was lost: done once, answered with what it made.
+                results.append(MemoryWriteResult(memory_id=previous.record.memory_id, version=previous.record.version))
+                continue
             memory_id = uuid.uuid4()
             new = NewMemory(
                 memory_id=memory_id,
@@ -301,8 +308,11 @@ class MemoryService:
                 self.store.supersede(session, owner, previous.seq, memory_id, now)
                 superseded = previous.record.memory_id
             results.append(MemoryWriteResult(memory_id=memory_id, version=new.version, superseded_id=superseded))
-            rows.append(VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=[]))
-        self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT)
+            rows.append(
+                VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=vector)
+            )
+        if rows:
+            self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT)
         return results, rows
 
     def update(
@@ -336,8 +346,8 @@ class MemoryService:
             latest = self.store.latest(session, owner, old.scope.key, old.key)
             if latest is None or latest.record.memory_id != old.memory_id:
                 raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
-            results, rows = self._insert_versions(session, owner, [write], [text], [validity], now)
-        self._settle(owner, _with_vectors(rows, vectors))
+            results, rows = self._insert_versions(session, owner, [write], [text], vectors, [validity], now)
+        self._settle(owner, rows)
         return results[0]
 
     def forget(self, owner: str, memory_id: uuid.UUID) -> MemoryForgetResult:
@@ -599,10 +609,10 @@ class MemoryService:
         vectors = self.embedder.embed([log.text])
         validity = validity_for(request.ttl, request.scope, now)
         with self.db.transaction() as session:
-            results, rows = self._insert_versions(session, owner, [request], [log.text], [validity], now)
+            results, rows = self._insert_versions(session, owner, [request], [log.text], vectors, [validity], now)
             promoted = {"status": LogStatus.PROMOTED, "memory_id": results[0].memory_id, "evaluated_at": now}
             self.store.log(session, log.model_copy(update=promoted))
-        self._settle(owner, _with_vectors(rows, vectors))
+        self._settle(owner, rows)
         return ObserveResult(log_id=log.log_id, promoted=results[0], reason=reason, key=request.key)
 
     def _repeated(self, owner: str, earlier: LoggedTurnRow) -> ObserveResult:
@@ -675,14 +685,14 @@ class MemoryService:
             vectors = self.embedder.embed(texts) if texts else []
             validities = [validity_for(r.ttl, r.scope, now) for r in requests]
             with self.db.transaction() as session:
-                results, rows = self._insert_versions(session, who, requests, texts, validities, now)
+                results, rows = self._insert_versions(session, who, requests, texts, vectors, validities, now)
                 for decision, result in zip(decisions, results, strict=True):
                     self.store.mark_log(session, who, decision.log_id, LogStatus.PROMOTED, now, result.memory_id)
                 decided = {d.log_id for d in decisions}
                 for log_id, row in pending.items():
                     if log_id not in decided and now - row.at > self.promotion.horizon:
                         self.store.mark_log(session, who, log_id, LogStatus.KEPT, now, None)
-            self._settle(who, _with_vectors(rows, vectors))
+            self._settle(who, rows)
             promoted.extend(r.memory_id for r in results)
         logger.info("re-evaluation scanned %s pending turns, promoted %s", scanned, len(promoted))
         return MaintenanceReport(scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted))
@@ -788,12 +798,28 @@ class MemoryService:
         return written
 
 
+def _repeats(previous: StoredMemory, request: MemoryWrite, validity: Validity) -> bool:
+    """Whether a write says again exactly what the current version says, for the same lifetime.
+
+    Then it is a repeat (typically a retry after a lost answer), not a new version. A window
+    counted from the write (``seconds`` without ``valid_from``) starts anew, so it is a renewal.
+    """
+    old = previous.record
+    return (
+        old.state is MemoryState.CURRENT
+        and not old.archived
+        and old.value == request.value
+        and old.metadata == request.metadata
+        and old.entity == request.entity
+        and old.source_ids == request.source_ids
+        and previous.session_bound == validity.session_bound
+        and old.expires_at == validity.expires_at
+        and (validity.expires_at is None or old.valid_from == validity.valid_from)
+    )
+
+
 def _version(previous: StoredMemory | None) -> int:
     return next_version(previous.record.version if previous else None)
-
-
-def _with_vectors(rows: Sequence[VectorRow], vectors: Sequence[list[float]]) -> list[VectorRow]:
-    return [r.model_copy(update={"vector": v}) for r, v in zip(rows, vectors, strict=True)]
 
 
 def _parse(model: type[M], **fields: Any) -> M:

@@ -82,7 +82,7 @@ def register_memory_tools(box: Toolbox) -> None:
         source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
     ) -> MemoryWriteResult:
         """Remember something across sessions. Writing an existing key makes a new version and hides
-        the old one from queries."""
+        the old one from queries; sending the same write again changes nothing (retries are safe)."""
         owner = box.owner(ctx)
         with tool_errors():
             request = MemoryWrite(

@@ -48,6 +48,32 @@ def test_superseded_versions_are_hidden_by_default_and_visible_with_history(memo
     assert ids(then) == [first]
 
 
+def test_a_repeated_write_is_done_once_and_a_changed_one_is_a_new_version(memory: MemoryService) -> None:
+    first = memory.write("alice", "editor", "Alice edits in vim", entity="alice", now=T0)
+    # A retry whose first answer was lost, minutes later: the same version comes back.
+    again = memory.apply_writes(
+        "alice", [MemoryWrite(key="editor", value="Alice edits in vim", entity="alice")], now=T0 + timedelta(minutes=5)
+    )
+    assert (again[0].memory_id, again[0].version) == (first, 1)
+    history = memory.query("alice", "which editor", include_history=True, now=T0 + timedelta(hours=1))
+    assert ids(history) == [first]
+
+    other_metadata = memory.write("alice", "editor", "Alice edits in vim", entity="alice", metadata={"via": "chat"})
+    assert memory.get("alice", other_metadata).version == 2
+    # A window counted from the write starts anew when written again: a renewal, so a new version.
+    windowed = memory.write("alice", "mood", "Alice is busy", ttl=Ttl.window(3600), now=T0)
+    renewed = memory.write("alice", "mood", "Alice is busy", ttl=Ttl.window(3600), now=T0 + timedelta(minutes=30))
+    assert renewed != windowed
+    assert memory.get("alice", renewed).version == 2
+
+
+def test_writes_repeated_inside_one_batch_make_one_version(memory: MemoryService) -> None:
+    write = MemoryWrite(key="city", value="Alice lives in Lyon")
+    results = memory.apply_write_batch([("alice", write), ("alice", write)], now=T0)
+    assert [r.memory_id for r in results] == [results[0].memory_id] * 2  # type: ignore[union-attr]
+    assert all(r.version == 1 for r in results)  # type: ignore[union-attr]
+
+
 def test_update_writes_a_new_version_and_refuses_a_superseded_one(memory: MemoryService) -> None:
     first = memory.write("alice", "timezone", "Alice works in UTC", metadata={"source": "chat"}, now=T0)
     result = memory.apply_update(
