@@ -206,10 +206,15 @@ class MemoryService:
     ) -> list[MemoryWriteResult]:
         """Write many memories in one unit of work with one embedding batch (bulk ingest)."""
         check_owner(owner)
-        if not requests:
-            return []
         for request in requests:
             self._check(owner, request)
+        return self._write_checked(owner, requests, now)
+
+    def _write_checked(
+        self, owner: str, requests: Sequence[MemoryWrite], now: datetime | None
+    ) -> list[MemoryWriteResult]:
+        if not requests:
+            return []
         now = now or utcnow()
         validities = [validity_for(r.ttl, r.scope, now) for r in requests]
         texts = [value_text(r.value) for r in requests]
@@ -239,7 +244,7 @@ class MemoryService:
             groups.setdefault(owner, []).append(i)
         for owner, members in groups.items():
             try:
-                written = self.apply_writes(owner, [items[i][1] for i in members], now=now)
+                written = self._write_checked(owner, [items[i][1] for i in members], now)
             except HindsightError as exc:
                 if len(members) == 1:
                     results[members[0]] = exc
@@ -248,7 +253,7 @@ class MemoryService:
                 # rest of its group: each is written on its own.
                 for i in members:
                     try:
-                        results[i] = self.apply_writes(owner, [items[i][1]], now=now)[0]
+                        results[i] = self._write_checked(owner, [items[i][1]], now)[0]
                     except HindsightError as one:
                         results[i] = one
                 continue
