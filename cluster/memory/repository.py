@@ -395,7 +395,7 @@ class SqlMemoryStore:
         if not words:
             return []
         if self.dialect == "sqlite":
-            words = [w for w in words if not self._fts5_common(session, owner, w, common_term_docs)]
+            words = self._fts5_uncommon(session, owner, words, common_term_docs)
             return self._fts5(session, owner, words, vis, limit) if words else []
         if self.dialect == "postgresql":
             words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
@@ -407,22 +407,30 @@ class SqlMemoryStore:
         """FTS5 clause confining a search to the owner's documents (indexed as the hex of the owner)."""
         return f'owner : "{owner.encode().hex().upper()}" AND '
 
-    def _fts5_count(self, session: Session, match: str, cap: int) -> int:
-        stmt = text(
-            f"SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match LIMIT :cap)"
-        ).bindparams(match=match, cap=cap + 1)
-        return int(session.execute(stmt).scalar_one())
+    def _fts5_counts(self, session: Session, matches: Sequence[str], cap: int) -> list[int]:
+        """How many documents each FTS5 match finds, counting stops at ``cap + 1``: one statement."""
+        counts = ", ".join(
+            f"(SELECT count(*) FROM (SELECT 1 FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :m{i} LIMIT :cap))"
+            for i in range(len(matches))
+        )
+        params: dict[str, Any] = {f"m{i}": m for i, m in enumerate(matches)} | {"cap": cap + 1}
+        row = session.execute(text(f"SELECT {counts}"), params).one()
+        return [int(c) for c in row]
 
-    def _fts5_common(self, session: Session, owner: str, word: str, cap: int) -> bool:
-        """Is ``word`` in more than ``cap`` of the owner's memories? Counting stops at ``cap + 1``.
+    def _fts5_uncommon(self, session: Session, owner: str, words: list[str], cap: int) -> list[str]:
+        """The words found in at most ``cap`` of the owner's memories.
 
         The count over everyone's memories is the cheap upper bound; only a word common overall is
         counted again within the owner's memories.
         """
-        match = f'{{key text context}} : "{word}"'
-        if self._fts5_count(session, match, cap) <= cap:
-            return False
-        return self._fts5_count(session, self._fts5_owner(owner) + match, cap) > cap
+        matches = [f'{{key text context}} : "{w}"' for w in words]
+        overall = self._fts5_counts(session, matches, cap)
+        suspects = [i for i, n in enumerate(overall) if n > cap]
+        if not suspects:
+            return words
+        owned = self._fts5_counts(session, [self._fts5_owner(owner) + matches[i] for i in suspects], cap)
+        common = {words[i] for i, n in zip(suspects, owned, strict=True) if n > cap}
+        return [w for w in words if w not in common]
 
     def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
         """BM25 inside FTS5, then the exact owner, entity, temporal and version filters on the best few.
