@@ -5,11 +5,15 @@ For each owner with trajectories finalized since the job's watermark:
 1. **Rebuild.** :func:`pipelines.reprocess.reprocess` attributes every stored trajectory of the
    owner again (grouped by role and task type, on a Ray Data actor pool) and builds a new,
    inactive library version from the templates found (source ``consolidate``).
-2. **Judge.** Both the active version and the new one serve every decision of the owner's newest
-   trajectories (the ``holdout`` share, split by time as ``hindsight evaluate`` splits), with
-   :func:`pipelines.evaluate.evaluate_library`: a template whose provenance names the trajectory
-   being judged is never served to it, so neither library is scored with that trajectory's own
-   evidence (the new one learned from it; the active one may have).
+2. **Judge** on the owner's newest trajectories (the ``holdout`` share, split by time as
+   ``hindsight evaluate`` splits), serving every held-out decision with
+   :func:`pipelines.evaluate.evaluate_library`, which never serves a template whose provenance
+   names the trajectory being judged. The new version learned from the held-out trajectories
+   too, so what is judged for it is the library its pipeline learns from the older ones only
+   (:func:`rebuild`: the same groups, scorer and merge, in this process); the active version is
+   judged as stored. Neither is scored with a trajectory's own evidence; the active version loses
+   the templates that merged a held-out trajectory's evidence, so the comparison leans towards
+   the new version when live learning has analysed the held-out trajectories.
 3. **Decide.** The new version is promoted if its hit@1 is at least the active one's; otherwise,
    or when no held-out decision has an action known to succeed, the active version stays. The
    decision and its reason go into the run's result; a kept version stays listed for
@@ -21,11 +25,13 @@ For each owner with trajectories finalized since the job's watermark:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from actors.engine import attribute_batch, merge_into_library
 from cluster.core.errors import Conflict
 from cluster.core.types import Frozen
 from cluster.experience.models import LibrarySource
@@ -37,6 +43,7 @@ from cluster.jobs.runs import JobContext, JobOutcome
 from cluster.serve_config import ConsolidateParameters
 from cluster.settings import Settings
 from cluster.storage.db import Database
+from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from pipelines.evaluate import Metrics, evaluate_library, split_by_time
 from pipelines.evaluate_job import load_trajectories
@@ -68,6 +75,21 @@ def decide(active: Metrics, new: Metrics) -> tuple[bool, str]:
     return False, f"hit@1 {new.hit_at_1:.2f} < {active.hit_at_1:.2f} on {new.judged} decisions"
 
 
+def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 200) -> list[ExperienceTemplate]:
+    """The library :func:`pipelines.reprocess.reprocess` and ``create_version`` build from ``trajectories``:
+    groups of one role and task type (at most ``group_size`` each) attributed together, then merged."""
+    groups: dict[tuple[str, str | None], list[Trajectory]] = {}
+    for t in trajectories:
+        groups.setdefault((t.header.role, t.header.task_type), []).append(t)
+    found: list[ExperienceTemplate] = []
+    for _key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        for start in range(0, len(group), group_size):
+            found.extend(
+                t for r in attribute_batch(group[start : start + group_size], scorer=scorer) for t in r.templates
+            )
+    return list(merge_into_library([], found).library)
+
+
 def judge(
     db: Database,
     settings: Settings,
@@ -75,22 +97,24 @@ def judge(
     new_version: int,
     parameters: ConsolidateParameters,
 ) -> Decision:
-    """Score the active and the new version on the owner's held-out trajectories; promote if not worse."""
-    trajectories = load_trajectories(settings, owner).get(owner, [])
-    test = split_by_time(trajectories, parameters.holdout).test
+    """Score the active version and the new version's pipeline on the owner's held-out trajectories; promote
+    the new version if it is not worse."""
+    split = split_by_time(load_trajectories(settings, owner).get(owner, []), parameters.holdout)
     with db.read() as session:
         store = SqlExperienceStore(session)
         active = store.active_version(owner)
-        libraries = {v: _library(store, owner, v) for v in (active, new_version)}
+        stored = _library(store, owner, active)
+        templates = store.count(owner, new_version)
+    judged = {"active": stored, "new": rebuild(split.train, parameters.scorer)}
     metrics = {
-        v: Metrics.of(
+        which: Metrics.of(
             evaluate_library(
-                library, test, top_k=settings.experience_top_k, min_confidence=settings.confidence_threshold
+                library, split.test, top_k=settings.experience_top_k, min_confidence=settings.confidence_threshold
             )
         )
-        for v, library in libraries.items()
+        for which, library in judged.items()
     }
-    promote, reason = decide(metrics[active], metrics[new_version])
+    promote, reason = decide(metrics["active"], metrics["new"])
     if promote:
         try:
             LibraryVersions(db).promote(owner, new_version)
@@ -100,10 +124,10 @@ def judge(
         owner=owner,
         active_version=active,
         new_version=new_version,
-        templates=len(libraries[new_version]),
-        judged=metrics[new_version].judged,
-        active_hit_at_1=metrics[active].hit_at_1,
-        new_hit_at_1=metrics[new_version].hit_at_1,
+        templates=templates,
+        judged=metrics["new"].judged,
+        active_hit_at_1=metrics["active"].hit_at_1,
+        new_hit_at_1=metrics["new"].hit_at_1,
         promoted=promote,
         reason=reason,
     )
