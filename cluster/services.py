@@ -72,17 +72,7 @@ class Services:
 
     def job_samples(self) -> list[JobSample]:
         """The scheduled jobs' last runs for ``/metrics``, from SQL like the queue."""
-        with self.db.read() as session:
-            states = SqlJobStore(session).states()
-        return [
-            JobSample(
-                name=s.name,
-                last_success=None if s.last_success_at is None else s.last_success_at.timestamp(),
-                duration_s=s.duration_s,
-                rows=_rows(s.result) if s.last_success_at is not None else None,
-            )
-            for s in states
-        ]
+        return job_samples(self.db)
 
     def refresh_cache_metrics(self) -> None:
         """Fold this process's memory cache hits and misses into the shared counters."""
@@ -93,6 +83,21 @@ class Services:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
         self.milvus.close()
         self.db.dispose()
+
+
+def job_samples(db: Database) -> list[JobSample]:
+    """Every scheduled job's last run as SQL records it: right whichever scheduler ran it."""
+    with db.read() as session:
+        states = SqlJobStore(session).states()
+    return [
+        JobSample(
+            name=s.name,
+            last_success=None if s.last_success_at is None else s.last_success_at.timestamp(),
+            duration_s=s.duration_s,
+            rows=_rows(s.result) if s.last_success_at is not None else None,
+        )
+        for s in states
+    ]
 
 
 def _rows(result: dict[str, Any] | None) -> int | None:
