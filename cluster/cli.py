@@ -17,6 +17,7 @@ from cluster.settings import load_settings
 
 if TYPE_CHECKING:
     from cluster.experience.versions import LibraryVersions
+    from pipelines.jobs import Job
 
 app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
 
@@ -101,7 +102,7 @@ def workers(
         "127.0.0.1"
     ),
 ) -> None:
-    """Run the attribution pool and memory maintenance beside an MCP endpoint that runs elsewhere.
+    """Run the attribution pool and the job scheduler beside an MCP endpoint that runs elsewhere.
 
     Starts a local Ray instance (workers coordinate through the SQL queue only, so a pool needs no
     shared Ray cluster), or joins HINDSIGHT_RAY_ADDRESS.
@@ -391,6 +392,21 @@ JobsConfig = Annotated[
 ]
 
 
+def _scheduled_jobs(path: Path | None) -> dict[str, Job]:
+    """The enabled jobs of the deployment file; a bad file is one line per error and exit 1."""
+    from pydantic import ValidationError
+
+    from cluster.serve_config import load_serve_config
+
+    try:
+        return load_serve_config(path).scheduled_jobs()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"])
+            typer.echo(f"error: {path}: {where}: {error['msg']}", err=True)
+        raise typer.Exit(1) from exc
+
+
 def _brief(value: object, width: int = 48) -> str:
     """A JSON value on one short line: scalars as key=value, nested values as compact JSON, cut to ``width``."""
     if value is None:
@@ -413,12 +429,11 @@ def jobs_list(config: JobsConfig = None, as_json: AsJson = False) -> None:
     from rich.table import Table
 
     from cluster.jobs.runs import JobRuns
-    from cluster.serve_config import load_serve_config
     from cluster.storage.db import Database
     from cluster.storage.migrate import upgrade
 
     settings = load_settings()
-    configured = load_serve_config(config).scheduled_jobs()
+    configured = _scheduled_jobs(config)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.sql_url())
     db = Database(settings.sql_url())
@@ -476,13 +491,12 @@ def jobs_run(
 
     from cluster.analysis import process_worker
     from cluster.jobs.runs import JobRuns
-    from cluster.serve_config import load_serve_config
     from cluster.storage.db import Database
     from cluster.storage.migrate import upgrade
     from pipelines.jobs import run_job
 
     settings = load_settings()
-    configured = load_serve_config(config).scheduled_jobs()
+    configured = _scheduled_jobs(config)
     job = configured.get(name)
     if job is None:
         known = ", ".join(configured) or "none"

@@ -84,3 +84,17 @@ def test_a_job_another_scheduler_runs_is_not_run_again(config: Path) -> None:
     assert "job upkeep is being run by host-b/scheduler" in result.output
     upkeep = listed(config)["upkeep"]
     assert (upkeep["holder"], upkeep["runs"], upkeep["result"]) == ("host-b/scheduler", 1, None)
+
+
+def test_a_bad_jobs_section_is_one_line_per_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "serve.yaml"
+    path.write_text("jobs:\n  nightly: {kind: compact, interval_s: 60}\n  vectors: {kind: reindex, interval_s: -1}\n")
+    result = CliRunner().invoke(app, ["jobs", "list", "-c", str(path)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[0].endswith(
+        "jobs.nightly: Input tag 'compact' found using 'kind' does not match any of the expected "
+        "tags: 'maintenance', 'reindex', 'consolidate'"
+    )
+    assert lines[1].endswith("jobs.vectors.reindex.interval_s: Input should be greater than 0")
