@@ -17,6 +17,7 @@ from cluster.serve_config import ConsolidateParameters
 from cluster.services import Services, build_services
 from cluster.settings import Settings
 from cluster.trajectories.models import Trajectory
+from cluster.trajectories.repository import SqlTrajectoryStore
 from pipelines.consolidate import consolidate
 from tests.integration.experience.test_learning_loop import store_runs
 from tests.unit.engine.builders import bulk_vs_single_runs, insert_run
@@ -93,3 +94,26 @@ def test_a_version_that_serves_worse_is_kept_inactive(ray_session: None, service
     assert "0.00 < 1.00" in decision["reason"]
     assert versions.active(OWNER) == imported  # still served
     assert decision["new_version"] in [v.version for v in versions.versions(OWNER)]  # kept for diff/promote
+
+
+def test_a_resumed_pass_skips_the_owners_its_watermark_has_done(
+    ray_session: None, services: Services, tmp_path: Path
+) -> None:
+    store_in_order(services, bulk_vs_single_runs())
+    store_runs(services.db, "team-b", bulk_vs_single_runs())
+    with services.db.read() as session:
+        newest = SqlTrajectoryStore(session).newest_finalized()
+    # What a run killed after its first owner checkpointed leaves for the next holder.
+    done = {"owners": {OWNER: newest[OWNER].isoformat()}}
+    checkpoints: list[dict[str, Any]] = []
+    context = JobContext(name="consolidate", watermark=done, resumed=True, checkpoint=checkpoints.append)
+    outcome = consolidate(
+        services.settings, PARAMETERS, context, output_dir=tmp_path / "out", experience=services.experience
+    )
+    assert list(outcome.result["owners"]) == ["team-b"]
+    assert outcome.result["rows"] == 6
+    assert outcome.watermark == {"owners": {OWNER: done["owners"][OWNER], "team-b": newest["team-b"].isoformat()}}
+    assert checkpoints == [outcome.watermark]
+    versions = LibraryVersions(services.db)
+    assert len(versions.versions(OWNER)) == 0  # never rebuilt, and nothing was learned live
+    assert len(versions.versions("team-b")) == 2
