@@ -407,13 +407,18 @@ def _scheduled_jobs(path: Path | None) -> dict[str, Job]:
         raise typer.Exit(1) from exc
 
 
-def _brief(value: object, width: int = 48) -> str:
-    """A JSON value on one short line: scalars as key=value, nested values as compact JSON, cut to ``width``."""
+def _brief(value: object, width: int = 48, *, nested: bool = True) -> str:
+    """A JSON value on one short line: scalars as key=value, nested values as compact JSON (or, without
+    ``nested``, as their size: the details are in ``--json``), cut to ``width``."""
     if value is None:
         return "–"
     if isinstance(value, dict):
         parts = [
-            f"{k}={v}" if not isinstance(v, dict | list) else f"{k}={json.dumps(v, default=str)}"
+            f"{k}={v}"
+            if not isinstance(v, dict | list)
+            else f"{k}={json.dumps(v, default=str)}"
+            if nested
+            else f"{k}=[{len(v)}]"
             for k, v in value.items()
         ]
         text = " ".join(parts)
@@ -466,7 +471,9 @@ def jobs_list(config: JobsConfig = None, as_json: AsJson = False) -> None:
                 last += " (running)" if state.holder else " (unfinished)"
             elif state.last_error:
                 last += " failed"
-        result = state.last_error if state and state.last_error else _brief(state.result if state else None)
+        result = (
+            state.last_error if state and state.last_error else _brief(state.result if state else None, nested=False)
+        )
         table.add_row(
             name,
             kind,

@@ -186,4 +186,8 @@ def consolidate(
             context.checkpoint({"owners": seen})
     finally:
         db.dispose()
-    return JobOutcome({"rows": rows, "templates": templates, "owners": decisions}, {"owners": seen})
+    brief = "; ".join(
+        f"{owner} {'promoted' if d['promoted'] else 'kept'} v{d['new_version']}" for owner, d in decisions.items()
+    )
+    result = {"rows": rows, "templates": templates, "decision": brief or "nothing new", "owners": decisions}
+    return JobOutcome(result, {"owners": seen})

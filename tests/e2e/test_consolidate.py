@@ -62,6 +62,7 @@ def test_a_version_that_serves_better_is_promoted(ray_session: None, services: S
     assert (decision["active_hit_at_1"], decision["new_hit_at_1"], decision["judged"]) == (0.0, 1.0, 1)
     assert "1.00 ≥ 0.00" in decision["reason"]
     assert outcome.result["rows"] == 8
+    assert outcome.result["decision"] == "team-a promoted v2"
     versions = LibraryVersions(services.db)
     assert versions.active(OWNER) == 2
     assert [v.source for v in versions.versions(OWNER)] == [LibrarySource.LIVE, LibrarySource.CONSOLIDATE]
@@ -71,7 +72,7 @@ def test_a_version_that_serves_better_is_promoted(ray_session: None, services: S
 
     # Nothing finalized since: the next pass builds nothing.
     again, _ = run_pass(services, tmp_path, outcome.watermark)
-    assert again.result == {"rows": 0, "templates": 0, "owners": {}}
+    assert again.result == {"rows": 0, "templates": 0, "decision": "nothing new", "owners": {}}
     assert len(versions.versions(OWNER)) == 2
 
 
@@ -92,6 +93,7 @@ def test_a_version_that_serves_worse_is_kept_inactive(ray_session: None, service
     assert decision["active_hit_at_1"] == 1.0
     assert decision["new_hit_at_1"] == 0.0
     assert "0.00 < 1.00" in decision["reason"]
+    assert outcome.result["decision"] == f"team-a kept v{decision['new_version']}"
     assert versions.active(OWNER) == imported  # still served
     assert decision["new_version"] in [v.version for v in versions.versions(OWNER)]  # kept for diff/promote
 
