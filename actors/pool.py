@@ -124,10 +124,7 @@ class JobScheduler:
                 report = None
             if report is not None:
                 # Counted here, in the scheduler's process: the shared metric files carry it to any replica.
-                rows = report.result.get("rows", 0) if report.result else 0
-                self._services.metrics.observe_job(
-                    name, report.duration_s, rows if isinstance(rows, int) else 0, report.error is None
-                )
+                self._services.metrics.observe_job(name, report.duration_s, report.rows, report.error is None)
             await asyncio.sleep(min(job.interval_s, JOB_POLL_S))
 
     async def stop(self) -> None:

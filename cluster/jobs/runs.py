@@ -59,6 +59,7 @@ class RunReport:
     resumed: bool
     result: dict[str, Any] | None
     error: str | None
+    rows: int = 0
 
 
 Work = Callable[[JobContext], JobOutcome]
@@ -142,6 +143,7 @@ class JobRuns:
             resumed=resumed,
             result=None if outcome is None else outcome.result,
             error=error,
+            rows=0 if outcome is None else outcome.rows,
         )
 
     def _checkpoint(self, name: str, watermark: Watermark) -> None:

@@ -81,6 +81,7 @@ def test_a_run_killed_midway_is_resumed_from_its_watermark_by_the_next_holder(da
 
     report = run(JobRuns(database, "live-host/scheduler"), resume)
     assert report is not None
+    assert (report.resumed, report.rows, report.error) == (True, 1, None)
     assert seen == [({"owners": {"team-a": "2026-01-01T00:00:00+00:00"}}, True)]
     with database.read() as session:
         state = SqlJobStore(session).state("nightly")
