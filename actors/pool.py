@@ -113,15 +113,18 @@ class JobScheduler:
         await asyncio.gather(*(self._loop(name, job) for name, job in self._jobs.items()))
 
     async def _loop(self, name: str, job: Job) -> None:
+        force = job.run_at_start
         while self._running:
             try:
                 report = await asyncio.to_thread(
-                    run_job, self._runs, self._settings, name, job, services=self._services
+                    run_job, self._runs, self._settings, name, job, services=self._services, force=force
                 )
             except Exception:
                 # E.g. SQL unreachable while taking the lease: try again at the next look.
                 logger.exception("could not schedule job %s", name)
                 report = None
+            else:
+                force = False
             if report is not None:
                 # Counted here, in the scheduler's process: the shared metric files carry it to any replica.
                 self._services.metrics.observe_job(name, report.duration_s, report.rows, report.error is None)

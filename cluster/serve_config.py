@@ -105,6 +105,10 @@ class _Job(_Section):
         ),
     )
     enabled: bool = True
+    run_at_start: bool = Field(
+        default=False,
+        description="Also run a pass when the scheduler starts, due or not (e.g. to redo work a crash left queued).",
+    )
 
 
 class MaintenanceJob(_Job):
@@ -146,7 +150,10 @@ class ServeConfig(_Section):
         jobs = {name: job for name, job in self.jobs.items() if job.enabled}
         declared = any(job.kind == "maintenance" for job in self.jobs.values())
         if self.maintenance.enabled and not declared and MAINTENANCE_JOB not in self.jobs:
-            jobs[MAINTENANCE_JOB] = MaintenanceJob(kind="maintenance", interval_s=self.maintenance.interval_s)
+            # As the maintenance actor before the scheduler: a first pass at once, then every interval.
+            jobs[MAINTENANCE_JOB] = MaintenanceJob(
+                kind="maintenance", interval_s=self.maintenance.interval_s, run_at_start=True
+            )
         return dict(sorted(jobs.items()))
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from actors.pool import start_background, stop_pool, wait_ready
+from actors.pool import start_background, start_scheduler, stop_pool, wait_ready
 from cluster.cli import app
 from cluster.jobs.models import JobState
 from cluster.jobs.repository import SqlJobStore
@@ -93,5 +94,31 @@ def test_a_job_runs_on_its_interval_in_the_pool_and_shows_in_jobs_list(
         )
         assert sample(text, "hindsight_job_last_rows", job="upkeep") == 0
         assert sample(text, "hindsight_job_last_duration_seconds", job="upkeep") == final.duration_s
+    finally:
+        db.dispose()
+
+
+def test_a_job_run_at_start_runs_once_when_the_scheduler_starts_though_not_due(
+    ray_session: None, tmp_path: Path
+) -> None:
+    settings = Settings(data_dir=tmp_path)
+    upgrade(settings.sql_url())
+    db = Database(settings.sql_url())
+    try:
+        # It ran a moment ago (another life of the service) and is due again in an hour.
+        with db.transaction() as session:
+            store = SqlJobStore(session)
+            store.ensure("upkeep", "maintenance")
+            store.acquire("upkeep", "earlier/scheduler", interval=timedelta(hours=1), lease=timedelta(minutes=1))
+            store.finish("upkeep", "earlier/scheduler", duration_s=0.1, result={"rows": 0}, watermark=None, error=None)
+        job = MaintenanceJob(kind="maintenance", interval_s=3600, run_at_start=True)
+        scheduler = start_scheduler(settings, {"upkeep": job})
+        try:
+            wait_ready([scheduler], 60)
+            state = wait_for_runs(db, "upkeep", 2, 60)
+        finally:
+            stop_pool([scheduler])
+        assert state.runs == 2
+        assert state.last_error is None
     finally:
         db.dispose()
