@@ -1,4 +1,4 @@
-"""The attribution actor pool: Ray actors that drain the SQL analysis queue in batches.
+"""The attribution actor pool: Ray actors that drain the SQL analysis queue in batches, and the job scheduler.
 
 Each worker owns an :class:`~cluster.analysis.AnalysisService` and loops: claim a batch, attribute
 it, learn templates, repeat; it naps for ``poll_interval_s`` when the queue is empty. Workers
@@ -23,10 +23,11 @@ from typing import Any
 
 import ray
 
-from cluster.memory.maintenance import run_maintenance
-from cluster.serve_config import AttributionConfig, MaintenanceConfig, ServeConfig
+from cluster.jobs.runs import JobRuns
+from cluster.serve_config import AttributionConfig, ServeConfig
 from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
+from pipelines.jobs import Job, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -84,25 +85,53 @@ class AttributionWorker:
         return True
 
 
-@ray.remote(max_restarts=-1, num_cpus=0)
-class MaintenanceWorker:
-    """Runs memory maintenance every ``interval_s``; a failed pass is logged and retried next time."""
+# How often a scheduler looks again at a job it did not run (not due yet, or another holds it).
+JOB_POLL_S = 5.0
 
-    def __init__(self, settings: Settings, config: MaintenanceConfig) -> None:
+
+@ray.remote(max_restarts=-1, num_cpus=0)
+class JobScheduler:
+    """Runs each scheduled job when it is due, under the job's lease in SQL (``cluster.jobs.runs``).
+
+    One loop per job, each pass on a thread, so a long consolidation does not hold up memory
+    upkeep. Any number of schedulers may run (one per service or workers process): the lease lets
+    one of them run a job at a time. Ray restarts a scheduler whose process died; under the same
+    name it takes back at once the runs it held, from their watermarks.
+    """
+
+    def __init__(self, settings: Settings, jobs: dict[str, Job], holder: str) -> None:
         self._services = build_services(settings, migrate=False)
-        self._interval = config.interval_s
+        self._settings = settings
+        self._jobs = jobs
+        self._runs = JobRuns(self._services.db, holder)
         self._running = False
 
+    @ray.method(max_task_retries=-1)
     async def run(self) -> None:
+        """Run every job on its interval until :meth:`stop`."""
         self._running = True
+        await asyncio.gather(*(self._loop(name, job) for name, job in self._jobs.items()))
+
+    async def _loop(self, name: str, job: Job) -> None:
+        force = job.run_at_start
         while self._running:
             try:
-                await asyncio.to_thread(run_maintenance, self._services.memory)
+                report = await asyncio.to_thread(
+                    run_job, self._runs, self._settings, name, job, services=self._services, force=force
+                )
             except Exception:
-                logger.exception("memory maintenance failed")
-            await asyncio.sleep(self._interval)
+                # E.g. SQL unreachable while taking the lease: try again at the next look.
+                logger.exception("could not schedule job %s", name)
+                report = None
+            else:
+                force = False
+            if report is not None:
+                # Counted here, in the scheduler's process: the shared metric files carry it to any replica.
+                self._services.metrics.observe_job(name, report.duration_s, report.rows, report.error is None)
+            await asyncio.sleep(min(job.interval_s, JOB_POLL_S))
 
     async def stop(self) -> None:
+        """Start no new run; a run under way finishes its pass (or, if the actor is ended, resumes later)."""
         self._running = False
 
     def ready(self) -> bool:
@@ -118,10 +147,14 @@ def _options(env: dict[str, str] | None, **options: Any) -> dict[str, Any]:
     return options
 
 
-def start_maintenance(settings: Settings, config: MaintenanceConfig, env: dict[str, str] | None = None) -> Any:
-    worker = MaintenanceWorker.options(**_options(env)).remote(settings, config)  # type: ignore[attr-defined]
-    worker.run.remote()
-    return worker
+def start_scheduler(
+    settings: Settings, jobs: dict[str, Job], env: dict[str, str] | None = None, *, pool: str | None = None
+) -> Any:
+    """Start the job scheduler, already looping; its lease holder name is the pool's (see :func:`pool_name`)."""
+    holder = f"{pool or pool_name(settings)}/scheduler"
+    scheduler = JobScheduler.options(**_options(env)).remote(settings, jobs, holder)  # type: ignore[attr-defined]
+    scheduler.run.remote()
+    return scheduler
 
 
 def pool_name(settings: Settings) -> str:
@@ -151,10 +184,11 @@ def start_pool(
 
 
 def start_background(settings: Settings, config: ServeConfig, env: dict[str, str] | None = None) -> list[Any]:
-    """Everything that runs beside the MCP endpoint: the attribution pool and memory maintenance."""
+    """Everything that runs beside the MCP endpoint: the attribution pool and the job scheduler."""
     workers = start_pool(settings, config.attribution, env)
-    if config.maintenance.enabled:
-        workers.append(start_maintenance(settings, config.maintenance, env))
+    jobs = config.scheduled_jobs()
+    if jobs:
+        workers.append(start_scheduler(settings, jobs, env))
     return workers
 
 

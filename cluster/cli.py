@@ -17,6 +17,7 @@ from cluster.settings import load_settings
 
 if TYPE_CHECKING:
     from cluster.experience.versions import LibraryVersions
+    from pipelines.jobs import Job
 
 app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
 
@@ -101,7 +102,7 @@ def workers(
         "127.0.0.1"
     ),
 ) -> None:
-    """Run the attribution pool and memory maintenance beside an MCP endpoint that runs elsewhere.
+    """Run the attribution pool and the job scheduler beside an MCP endpoint that runs elsewhere.
 
     Starts a local Ray instance (workers coordinate through the SQL queue only, so a pool needs no
     shared Ray cluster), or joins HINDSIGHT_RAY_ADDRESS.
@@ -379,6 +380,162 @@ def library_import(
     finally:
         services.close()
     typer.echo(f"built v{version} from {path} ({len(templates)} templates read); not active until promoted")
+
+
+# --- hindsight jobs ---------------------------------------------------------------------------
+
+jobs = typer.Typer(help="Scheduled jobs of the jobs: section: list their runs, run one now.", no_args_is_help=True)
+app.add_typer(jobs, name="jobs")
+
+JobsConfig = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Deployment file with the jobs: section (deploy/serve.yaml).")
+]
+
+
+def _scheduled_jobs(path: Path | None) -> dict[str, Job]:
+    """The enabled jobs of the deployment file; a bad file is one line per error and exit 1."""
+    from pydantic import ValidationError
+
+    from cluster.serve_config import load_serve_config
+
+    try:
+        return load_serve_config(path).scheduled_jobs()
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"])
+            typer.echo(f"error: {path}: {where}: {error['msg']}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _brief(value: object, width: int = 48, *, nested: bool = True) -> str:
+    """A JSON value on one short line: scalars as key=value, nested values as compact JSON (or, without
+    ``nested``, as their size: the details are in ``--json``), cut to ``width``."""
+    if value is None:
+        return "–"
+    if isinstance(value, dict):
+        parts = [
+            f"{k}={v}"
+            if not isinstance(v, dict | list)
+            else f"{k}={json.dumps(v, default=str)}"
+            if nested
+            else f"{k}=[{len(v)}]"
+            for k, v in value.items()
+        ]
+        text = " ".join(parts)
+    else:
+        text = json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@jobs.command("list")
+def jobs_list(config: JobsConfig = None, as_json: AsJson = False) -> None:
+    """Each job: kind, interval, last run, duration, result, watermark and who runs it now."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cluster.jobs.runs import JobRuns
+    from cluster.storage.db import Database
+    from cluster.storage.migrate import upgrade
+
+    settings = load_settings()
+    configured = _scheduled_jobs(config)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.sql_url())
+    db = Database(settings.sql_url())
+    try:
+        states = {s.name: s for s in JobRuns(db, "cli").states()}
+    finally:
+        db.dispose()
+    if as_json:
+        body = [
+            {
+                "name": name,
+                "configured": name in configured,
+                "interval_s": configured[name].interval_s if name in configured else None,
+                **(states[name].model_dump(mode="json", exclude={"name"}) if name in states else {}),
+            }
+            for name in sorted(set(configured) | set(states))
+        ]
+        typer.echo(json.dumps(body, indent=2))
+        return
+    table = Table(title="scheduled jobs", show_lines=False)
+    for column in ("job", "kind", "interval", "last run", "duration", "result", "watermark", "holder"):
+        table.add_column(column, justify="right" if column in ("interval", "duration") else "left")
+    for name in sorted(set(configured) | set(states)):
+        job, state = configured.get(name), states.get(name)
+        kind = job.kind if job is not None else f"{state.kind} (not configured)" if state else "?"
+        last = "never"
+        if state is not None and state.started_at is not None:
+            last = state.started_at.strftime("%Y-%m-%d %H:%M:%S")
+            if state.unfinished:
+                last += " (running)" if state.holder else " (unfinished)"
+            elif state.last_error:
+                last += " failed"
+        result = (
+            state.last_error if state and state.last_error else _brief(state.result if state else None, nested=False)
+        )
+        table.add_row(
+            name,
+            kind,
+            f"{job.interval_s:g}s" if job is not None else "–",
+            last,
+            "–" if state is None or state.duration_s is None else f"{state.duration_s:.1f}s",
+            result,
+            _brief(state.watermark if state else None, 32),
+            (state.holder if state else None) or "–",
+        )
+    Console(width=160).print(table)
+
+
+@jobs.command("run")
+def jobs_run(
+    name: Annotated[str, typer.Argument(help="A job of the jobs: section.")],
+    config: JobsConfig = None,
+) -> None:
+    """Run one pass of job NAME now, in this process (on local Ray for Ray Data jobs), unless another holds it."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from cluster.analysis import process_worker
+    from cluster.jobs.runs import JobRuns
+    from cluster.storage.db import Database
+    from cluster.storage.migrate import upgrade
+    from pipelines.jobs import run_job
+
+    settings = load_settings()
+    configured = _scheduled_jobs(config)
+    job = configured.get(name)
+    if job is None:
+        known = ", ".join(configured) or "none"
+        typer.echo(f"error: no job named {name!r} (configured: {known})", err=True)
+        raise typer.Exit(1)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.sql_url())
+    if job.kind != "maintenance":
+        from cluster.runner import ensure_ray
+
+        ensure_ray(settings)  # a Ray Data pipeline: local Ray unless HINDSIGHT_RAY_ADDRESS names one
+    db = Database(settings.sql_url())
+    console = Console(width=160)
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(f"{name} ({job.kind})")
+
+            def progress(message: str) -> None:
+                bar.update(task, description=f"{name} ({job.kind}): {message}")
+
+            report = run_job(JobRuns(db, f"{process_worker()}/cli"), settings, name, job, force=True, progress=progress)
+        holders = {s.name: s.holder for s in JobRuns(db, "cli").states()}
+    finally:
+        db.dispose()
+    if report is None:
+        typer.echo(f"error: job {name} is being run by {holders.get(name)}; not run again", err=True)
+        raise typer.Exit(1)
+    if report.error is not None:
+        typer.echo(f"error: job {name} failed after {report.duration_s:.1f}s: {report.error}", err=True)
+        raise typer.Exit(1)
+    resumed = " (resumed from its watermark)" if report.resumed else ""
+    typer.echo(f"{name} done in {report.duration_s:.1f}s{resumed}: {json.dumps(report.result, default=str)}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+JOB_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
 BATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 # prometheus-client's own switch. It is read when the library is imported, so it must be in a
@@ -107,6 +108,47 @@ class _QueueGauges:
             "Age of the oldest trajectory awaiting analysis",
             value=state.lag_seconds,
         )
+
+
+@dataclass(frozen=True)
+class JobSample:
+    """A scheduled job's last run as SQL records it at scrape time."""
+
+    name: str
+    last_success: float | None
+    """Unix time of the last run that succeeded."""
+    duration_s: float | None
+    rows: int | None
+
+
+class _JobGauges:
+    """A collector that reads the jobs' last runs from SQL at each scrape: correct whichever scheduler ran them."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], list[JobSample]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.read is None:
+            return
+        try:
+            samples = self.read()
+        except Exception:
+            logger.exception("cannot read the scheduled jobs for /metrics")
+            return
+        success = GaugeMetricFamily(
+            "hindsight_job_last_success_timestamp_seconds", "Unix time the job last succeeded", labels=["job"]
+        )
+        duration = GaugeMetricFamily(
+            "hindsight_job_last_duration_seconds", "Duration of the job's last run", labels=["job"]
+        )
+        rows = GaugeMetricFamily(
+            "hindsight_job_last_rows", "Rows the job's last successful run handled", labels=["job"]
+        )
+        for sample in samples:
+            for family, value in ((success, sample.last_success), (duration, sample.duration_s), (rows, sample.rows)):
+                if value is not None:
+                    family.add_metric([sample.name], value)
+        yield from (success, duration, rows)
 
 
 class _SharedFiles:
@@ -181,11 +223,24 @@ class Metrics:
             "Claimed trajectories whose lease lapsed before their worker committed; the work was dropped",
             registry=r,
         )
+        self.job_runs = Counter(
+            "hindsight_job_runs", "Scheduled job runs, by job and outcome (ok, error)", ["job", "outcome"], registry=r
+        )
+        self.job_rows = Counter("hindsight_job_rows", "Rows scheduled job runs handled", ["job"], registry=r)
+        self.job_duration = Histogram(
+            "hindsight_job_duration_seconds",
+            "Duration of a scheduled job run",
+            ["job"],
+            buckets=JOB_BUCKETS,
+            registry=r,
+        )
         self._queue = _QueueGauges()
+        self._jobs = _JobGauges()
         self._syncs: list[Callable[[], None]] = []
         self.shared = shared if shared is not None else shared_dir()
         if self.shared is None:
             r.register(self._queue)
+            r.register(self._jobs)
             self._scrape = r
         else:
             # The files hold every process's counters (this one's included); the registry above
@@ -193,6 +248,7 @@ class Metrics:
             self._scrape = CollectorRegistry()
             self._scrape.register(_SharedFiles(self.shared, r))
             self._scrape.register(self._queue)
+            self._scrape.register(self._jobs)
 
     # ------------------------------------------------------------------------------- the MCP tools
 
@@ -252,6 +308,19 @@ class Metrics:
         """Count trajectories a worker held past its lease: a lease too short for the batches."""
         if trajectories:
             self.leases_lost.inc(trajectories)
+
+    # ------------------------------------------------------------------------------ scheduled jobs
+
+    def observe_job(self, job: str, seconds: float, rows: int, ok: bool) -> None:
+        """Count one run of a scheduled job (in the scheduler's process: the shared files carry it)."""
+        self.job_runs.labels(job, "ok" if ok else "error").inc()
+        self.job_duration.labels(job).observe(seconds)
+        if rows:
+            self.job_rows.labels(job).inc(rows)
+
+    def watch_jobs(self, read: Callable[[], list[JobSample]]) -> None:
+        """Read the jobs' last runs with ``read`` at every scrape."""
+        self._jobs.read = read
 
     # ---------------------------------------------------------------------------------- the scrape
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 
 class _Section(BaseModel):
@@ -71,11 +71,90 @@ class MaintenanceConfig(_Section):
     enabled: bool = True
 
 
+# --- scheduled jobs (docs/jobs.md, "Scheduled jobs") -------------------------------------------
+
+
+class MaintenanceParameters(_Section):
+    """The memory upkeep pass takes no parameters: its policies come from the memory settings."""
+
+
+class ReindexParameters(_Section):
+    owner: str | None = Field(default=None, min_length=1, description="Only this owner's templates; default all.")
+    actors: int = Field(default=1, ge=1, description="Embedding actors of the Ray Data pool.")
+    batch_size: int = Field(default=256, ge=1, description="Templates embedded per actor call.")
+
+
+class ConsolidateParameters(_Section):
+    scorer: str = Field(default="default", min_length=1, description="Registered scorer the new versions learn with.")
+    actors: int = Field(default=1, ge=1, description="Attribution actors of the Ray Data pool.")
+    num_cpus: float = Field(default=0.5, ge=0, description="CPUs each attribution actor asks Ray for.")
+    holdout: float = Field(
+        default=0.2, gt=0, lt=1, description="Newest share of an owner's trajectories both versions are judged on."
+    )
+
+
+class _Job(_Section):
+    interval_s: float = Field(gt=0, le=30 * 86400, description="Seconds from the end of one run to the next.")
+    lease_s: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description=(
+            "How long a scheduler's hold on the job outlives its last heartbeat (beats every third of "
+            "it): a run whose scheduler died is resumed by another after this long."
+        ),
+    )
+    enabled: bool = True
+    run_at_start: bool = Field(
+        default=False,
+        description="Also run a pass when the scheduler starts, due or not (e.g. to redo work a crash left queued).",
+    )
+
+
+class MaintenanceJob(_Job):
+    kind: Literal["maintenance"]
+    parameters: MaintenanceParameters = Field(default_factory=MaintenanceParameters)
+
+
+class ReindexJob(_Job):
+    kind: Literal["reindex"]
+    parameters: ReindexParameters = Field(default_factory=ReindexParameters)
+
+
+class ConsolidateJob(_Job):
+    kind: Literal["consolidate"]
+    parameters: ConsolidateParameters = Field(default_factory=ConsolidateParameters)
+
+
+JobConfig = Annotated[MaintenanceJob | ReindexJob | ConsolidateJob, Field(discriminator="kind")]
+JobName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+
+# The name the ``maintenance:`` section's job runs under.
+MAINTENANCE_JOB = "maintenance"
+
+
 class ServeConfig(_Section):
     http: HttpConfig = Field(default_factory=HttpConfig)
     ingress: IngressConfig = Field(default_factory=IngressConfig)
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
-    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    maintenance: MaintenanceConfig = Field(
+        default_factory=MaintenanceConfig,
+        description="Shorthand for a job named maintenance; ignored when jobs: declares a maintenance job.",
+    )
+    jobs: dict[JobName, JobConfig] = Field(
+        default_factory=dict, description="Scheduled jobs by name (lower case, digits, - and _)."
+    )
+
+    def scheduled_jobs(self) -> dict[str, MaintenanceJob | ReindexJob | ConsolidateJob]:
+        """The enabled jobs, with the ``maintenance:`` section's job unless ``jobs:`` declares one of that kind."""
+        jobs = {name: job for name, job in self.jobs.items() if job.enabled}
+        declared = any(job.kind == "maintenance" for job in self.jobs.values())
+        if self.maintenance.enabled and not declared and MAINTENANCE_JOB not in self.jobs:
+            # As the maintenance actor before the scheduler: a first pass at once, then every interval.
+            jobs[MAINTENANCE_JOB] = MaintenanceJob(
+                kind="maintenance", interval_s=self.maintenance.interval_s, run_at_start=True
+            )
+        return dict(sorted(jobs.items()))
 
 
 def load_serve_config(path: Path | None) -> ServeConfig:

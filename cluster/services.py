@@ -12,10 +12,11 @@ from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
+from cluster.jobs.repository import SqlJobStore
 from cluster.memory.index import COLLECTION, MilvusMemoryIndex
 from cluster.memory.policy import ActivityPolicy, MemoryLimits, PromotionPolicy, RankingPolicy
 from cluster.memory.service import MemoryService
-from cluster.metrics import CounterFold, Metrics, QueueState
+from cluster.metrics import CounterFold, JobSample, Metrics, QueueState
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
@@ -46,6 +47,7 @@ class Services:
             CounterFold(self.metrics.cache_misses, lambda: cache.misses),
         )
         self.metrics.watch_queue(self.queue_state)
+        self.metrics.watch_jobs(self.job_samples)
         self.metrics.on_sync(self.refresh_cache_metrics)
 
     def health(self) -> dict[str, bool]:
@@ -68,6 +70,10 @@ class Services:
         lag = (datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0
         return QueueState(depth=depth, lag_seconds=max(lag, 0.0))
 
+    def job_samples(self) -> list[JobSample]:
+        """The scheduled jobs' last runs for ``/metrics``, from SQL like the queue."""
+        return job_samples(self.db)
+
     def refresh_cache_metrics(self) -> None:
         """Fold this process's memory cache hits and misses into the shared counters."""
         for fold in self._cache_folds:
@@ -77,6 +83,26 @@ class Services:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
         self.milvus.close()
         self.db.dispose()
+
+
+def job_samples(db: Database) -> list[JobSample]:
+    """Every scheduled job's last run as SQL records it: right whichever scheduler ran it."""
+    with db.read() as session:
+        states = SqlJobStore(session).states()
+    return [
+        JobSample(
+            name=s.name,
+            last_success=None if s.last_success_at is None else s.last_success_at.timestamp(),
+            duration_s=s.duration_s,
+            rows=_rows(s.result) if s.last_success_at is not None else None,
+        )
+        for s in states
+    ]
+
+
+def _rows(result: dict[str, Any] | None) -> int | None:
+    rows = (result or {}).get("rows")
+    return rows if isinstance(rows, int) else None
 
 
 def limits_of(settings: Settings) -> TrajectoryLimits:

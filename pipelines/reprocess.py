@@ -88,6 +88,9 @@ def reprocess(
     actors: int = 2,
     new_version: bool = False,
     experience: ExperienceService | None = None,
+    source: LibrarySource = LibrarySource.REPROCESS,
+    note: str | None = None,
+    num_cpus: float | None = None,
 ) -> ReprocessSummary:
     """Attribute every finalized trajectory again and write one library file per owner.
 
@@ -102,6 +105,10 @@ def reprocess(
         new_version: also build a new, inactive library version per owner from the templates found.
         experience: the service to build versions with; default one on the settings' stores
             (a Lite file another process owns is reached through the URI it serves).
+        source: what the new versions say made them (``reprocess``, or ``consolidate`` for the job).
+        note: shown by ``library list``; default ``scorer S``.
+        num_cpus: CPUs each actor asks Ray for (default Ray Data's); less than one lets the pool
+            share a node with the service.
     """
     db = Database(settings.sql_url())
     with db.transaction() as session:
@@ -114,6 +121,7 @@ def reprocess(
             rows.append({"owner": group_owner, "trajectory_ids": json.dumps(chunk)})
     if not rows:
         return ReprocessSummary(0, 0, {}, [])
+    resources: dict[str, Any] = {} if num_cpus is None else {"num_cpus": num_cpus}
     dataset = ray.data.from_items(rows).map_batches(
         AttributeGroups,
         fn_constructor_kwargs={
@@ -123,6 +131,7 @@ def reprocess(
         },
         batch_size=1,
         compute=ray.data.ActorPoolStrategy(size=max(1, min(actors, len(rows)))),
+        **resources,
     )
     output_dir.mkdir(parents=True, exist_ok=True)
     per_owner: dict[str, list[dict[str, Any]]] = {}
@@ -144,7 +153,7 @@ def reprocess(
         with _experience(settings, experience) as service:
             for name, found in sorted(per_owner.items()):
                 templates = [ExperienceTemplate.model_validate(t) for t in found]
-                versions[name] = service.create_version(name, templates, LibrarySource.REPROCESS, f"scorer {scorer}")
+                versions[name] = service.create_version(name, templates, source, note or f"scorer {scorer}")
     return ReprocessSummary(len(rows), total, dict(counts), outputs, versions)
 
 

@@ -155,6 +155,8 @@ class LibrarySource(StrEnum):
     """Built by a reprocess run (``hindsight reprocess --new-version``)."""
     IMPORT = "import"
     """Built from an exchange file (``hindsight library import``)."""
+    CONSOLIDATE = "consolidate"
+    """Built by a scheduled consolidation job (promoted by it when it scores no worse)."""
 
 
 class LibraryVersion(Frozen):

@@ -369,6 +369,17 @@ class SqlTrajectoryStore:
             groups.setdefault((row_owner, role, task_type), []).append(trajectory_id)
         return groups
 
+    def newest_finalized(self, owner: str | None = None) -> dict[str, datetime]:
+        """Each owner's latest finalize time (of one owner, or every owner): what a batch job has seen."""
+        query = (
+            select(TrajectoryRow.owner, func.max(TrajectoryRow.finalized_at))
+            .where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
+            .group_by(TrajectoryRow.owner)
+        )
+        if owner is not None:
+            query = query.where(TrajectoryRow.owner == owner)
+        return {row_owner: newest for row_owner, newest in self._session.execute(query) if newest is not None}
+
     def _row(self, owner: str, trajectory_id: uuid.UUID, *, lock: bool, missing_ok: bool = False) -> TrajectoryRow:
         query = select(TrajectoryRow).where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id == trajectory_id)
         if lock:

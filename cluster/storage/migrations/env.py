@@ -8,6 +8,7 @@ from alembic import context
 
 # Importing the table modules registers every table on Base.metadata.
 import cluster.experience.tables
+import cluster.jobs.tables
 import cluster.memory.tables
 import cluster.trajectories.tables  # noqa: F401
 from cluster.storage.db import Base, make_engine
