@@ -288,7 +288,10 @@ def _threshold(low: float, high: float) -> float | int:
         return (low + high) // 2
     mid = (low + high) / 2
     rounded = float(f"{mid:.6g}")
-    return rounded if low <= rounded < high else mid
+    if low <= rounded < high:
+        return rounded
+    # Adjacent floats have no number between them: the midpoint rounds to ``high``.
+    return mid if mid < high else low
 
 
 def _tests(ev: _Evidence, region: int, skip: str | None = None) -> list[_Test]:

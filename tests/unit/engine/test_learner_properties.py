@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, evaluate_condition, evaluate_features, generalize_params, learn_condition
@@ -53,6 +53,8 @@ def _covered(predicates: Any, group: list[Features]) -> list[bool | None]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evidence, evidence, st.integers(1, 2))
+# Two adjacent floats: no number lies between them, so the threshold must be the lower one.
+@example(pos=[{"n": 0}, {"n": 0, "ratio": 1.0}, {"n": 0, "ratio": 0.9999999999999999}], neg=[{"n": 0}], k=1)
 def test_a_learned_condition_never_contradicts_its_evidence(pos: list[Features], neg: list[Features], k: int) -> None:
     learned = learn_condition(pos, neg, max_tests=k)
     if learned is None:
