@@ -11,7 +11,9 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
    ``a``'s successes and ``b``'s failures differ. If only ``a`` flipped, the condition separates
    where ``a`` worked from where it failed; if only ``b`` did, where ``b`` failed from where it
    worked; if both, runs where the preference held (``a`` succeeded, ``b`` failed) from runs
-   where it did not (:mod:`actors.engine.conditions`). If no condition separates them with
+   where it did not (:mod:`actors.engine.conditions`). Where one side flipped, the condition
+   may have alternatives ("A or B", :mod:`actors.engine.disjunction`): each becomes a template
+   of its own, and the rationale names the whole rule. If no condition separates them with
    precision ≥ ``MIN_PRECISION``, the outcome is not explained by this choice and no template
    is made (sensitivity filtering).
 3. Inside the condition there must be at least one success of ``a`` and one failure of ``b``:
