@@ -12,8 +12,8 @@ optionally a decision name. Each candidate template is then judged:
 * **Same signature.** A template learned at exactly this decision signature (role, task type or
   goal words, action set, context keys) fits better than one that merely shares the tool.
 
-* **Refined.** If a narrower version of a holding template (same advice, its predicates and more)
-  is false here, the broad one is only *unknown* (:func:`overruled`).
+* **Refined.** If a narrower version of a holding template (same advice, its predicates and more,
+  or a stricter threshold) is false here, the broad one is only *unknown* (:func:`overruled`).
 
 The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
 template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
@@ -36,6 +36,7 @@ from pydantic import JsonValue
 
 from actors.engine.conditions import evaluate_features
 from actors.engine.features import Features, flatten_context
+from actors.engine.library import narrows
 from actors.engine.signature import signature_key, situation_signature, situation_words
 from cluster.experience.templates import ExperienceTemplate
 
@@ -121,9 +122,12 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
     """The fits after the narrower rules have spoken.
 
     A template whose condition holds is in doubt (unknown) when a *refinement* of it — another
-    template giving the same advice (same recommended and avoided tools) whose condition has all
-    of its predicates and more — is false in this situation: the narrower rule was learned from
-    runs that showed the extra predicate matters, and here it does not hold.
+    template giving the same advice (same recommended and avoided tools) whose condition is
+    narrower: all of its predicates and more, or a threshold or set on the same feature that is
+    stricter (:func:`~actors.engine.library.narrows`) — is false in this situation: the narrower
+    rule was learned from runs that showed the extra predicate or the tighter bound matters, and
+    here it does not hold. (``size_mb <= 207`` learned early, before put_object failed at 20 MB,
+    and ``size_mb <= 9.2`` learned after: at 20 MB the broad one is no longer sure.)
     """
     out: list[Fit] = []
     for template, value in judged:
@@ -140,7 +144,7 @@ def _refines(narrow: ExperienceTemplate, broad: ExperienceTemplate) -> bool:
         return False
     if (narrow.avoid.tool if narrow.avoid else None) != (broad.avoid.tool if broad.avoid else None):
         return False
-    return set(broad.condition.predicates) < set(narrow.condition.predicates)
+    return narrows(broad.condition.predicates, narrow.condition.predicates)
 
 
 def applicable(value: Fit) -> bool | None:

@@ -77,6 +77,17 @@ def test_a_broad_rule_is_in_doubt_where_its_refinement_is_false() -> None:
     assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
 
 
+def test_a_broad_threshold_is_in_doubt_where_a_stricter_one_is_false() -> None:
+    # put_object learned up to 207 MB early on, then up to 9.2 MB once it failed at 20 MB.
+    broad = template("put_object", Predicate(feature="size_mb", op="<=", value=207.25), avoid="multipart_upload")
+    strict = template("put_object", Predicate(feature="size_mb", op="<=", value=9.2), avoid="multipart_upload")
+    actions = ("put_object", "multipart_upload")
+    judged = [(t, judge(t, {"size_mb": 20.0}, actions)) for t in (broad, strict)]
+    assert overruled(judged) == [Fit.UNKNOWN, Fit.NOT_APPLICABLE]
+    judged = [(t, judge(t, {"size_mb": 3.0}, actions)) for t in (broad, strict)]
+    assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
+
+
 def test_fit_outranks_confidence_and_relevance_in_their_usual_spread() -> None:
     # Served templates sit above the 0.7 threshold; relevance differs by tenths for one decision.
     assert rank_score(Fit.HOLDS, 0.8, 0.5) > rank_score(Fit.ALWAYS, 1.0, 0.6)
