@@ -440,6 +440,7 @@ def learn_condition(
     *,
     max_tests: int = 2,
     population: Sequence[Features] | None = None,
+    exact: bool = False,
 ) -> LearnedCondition | None:
     """The shortest condition that separates positive from negative runs (see the module docstring).
 
@@ -450,6 +451,7 @@ def learn_condition(
         population: Every run of the decision point (default: positive and negative). Whether a
             string feature is a category (its values recur) or an id is judged on these: six
             regions seen once each among the runs compared here still recur across the rest.
+        exact: Tolerate no noise: only the candidates with the fewest errors are admissible.
 
     Returns:
         The condition and its support, or None when no feature separates the sets at all.
@@ -477,7 +479,7 @@ def learn_condition(
     if not candidates:
         return None
     errors = [_errors(ev, m) for _, m in candidates]
-    bound = min(errors) + len(ev.runs) // NOISE_RUNS
+    bound = min(errors) + (0 if exact else len(ev.runs) // NOISE_RUNS)
     tests, mask = min(
         (c for c, e in zip(candidates, errors, strict=True) if e <= bound), key=lambda c: _rank(ev, c[0], c[1])
     )

@@ -10,6 +10,11 @@ half's successes stay uncovered and the library keeps advising the costlier deto
    against *all* the negatives.
 3. Stop when fewer than ``MIN_ALTERNATIVE_RUNS`` positives are left, after ``MAX_ALTERNATIVES``
    alternatives, or when the next conjunction does not earn its place.
+4. If positives are still uncovered and one conjunction covers every negative run and no
+   positive one, its negation is a disjunction: each negated predicate that covers a positive
+   no alternative covers yet, and no negative, is one more alternative (:func:`_complement`).
+   The agent may have tried the action only once or twice where the failure rule does not
+   hold, but the rule stands on the failures, so the few successes need no support of their own.
 
 An alternative after the first earns its place (minimum description still decides) when
 
@@ -89,6 +94,15 @@ def learn_disjunction(
             break
         alternatives.append(nxt.predicates)
         covered = [c or holds_all(nxt.predicates, f) for f, c in zip(positive, covered, strict=True)]
+    if not all(covered):
+        for alternative in _complement(positive, negative, seen, max_tests):
+            new = sum(not c and holds_all(alternative, f) for f, c in zip(positive, covered, strict=True))
+            if len(alternatives) == MAX_ALTERNATIVES or not new:
+                continue
+            if any(holds_all(alternative, f) for f in negative):
+                continue
+            alternatives.append(alternative)
+            covered = [c or holds_all(alternative, f) for f, c in zip(positive, covered, strict=True)]
     return Disjunction(
         predicates=first.predicates,
         alternatives=tuple(alternatives),
@@ -97,6 +111,41 @@ def learn_disjunction(
         total_positive=len(positive),
         total_negative=len(negative),
     )
+
+
+def _complement(
+    positive: Sequence[Features], negative: Sequence[Features], seen: Sequence[Features], max_tests: int
+) -> list[tuple[Predicate, ...]]:
+    """Alternatives read off where the action fails, most positives first; empty when it fails anywhere else.
+
+    When one conjunction covers every negative run and no positive one (``export_csv`` failed
+    exactly where the page is latin-1 *and* has accents), its negation is a disjunction that
+    covers every positive: one alternative per negated predicate (``default_encoding !=
+    'latin-1'``, ``has_non_ascii == False``). Such an alternative may cover few positives that
+    no earlier one covers (the agent rarely tried the action there), yet it is no guess: the
+    failure rule it negates stands on ``MIN_ALTERNATIVE_RUNS`` failures or more, and no failure
+    was ever seen outside it.
+    """
+    if len(negative) < MIN_ALTERNATIVE_RUNS:
+        return []
+    # Exact: a failure rule that tolerates a success inside it would negate into a gap.
+    failure = learn_condition(negative, positive, max_tests=max_tests, population=seen, exact=True)
+    if failure is None or failure.covered_positive < len(negative) or failure.covered_negative:
+        return []
+    negated = [_negation(p) for p in failure.predicates]
+    if any(p is None for p in negated):
+        return []
+    alternatives = [(p,) for p in negated if p is not None]
+    return sorted(alternatives, key=lambda a: -sum(holds_all(a, f) for f in positive))
+
+
+def _negation(predicate: Predicate) -> Predicate | None:
+    """The predicate that holds exactly where ``predicate`` is false (None for a set: no operator says it)."""
+    op, value = predicate.op, predicate.value
+    if op == "==" and isinstance(value, bool):
+        return predicate.model_copy(update={"value": not value})
+    flipped = {"==": "!=", "!=": "==", ">": "<=", "<=": ">", ">=": "<", "<": ">="}.get(op)
+    return None if flipped is None else predicate.model_copy(update={"op": flipped})
 
 
 def _earns_its_place(learned: LearnedCondition, left: int, slack: int) -> bool:

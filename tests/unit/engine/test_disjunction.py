@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, evaluate_condition, evaluate_features
-from actors.engine.disjunction import description_length, learn_disjunction, render_alternatives
+from actors.engine.disjunction import learn_disjunction, render_alternatives
 from actors.engine.features import Features
 from cluster.experience.templates import Predicate
 from cluster.trajectories.models import Trajectory
@@ -97,8 +97,7 @@ def test_alternatives_never_contradict_their_evidence(pos: list[Features], neg: 
     for i in range(1, len(alternatives)):
         # A later alternative covers no failure and explains successes no earlier one explains.
         assert not any(row[i] for row in on_neg)
-        new = sum(row[i] and not any(row[:i]) for row in on_pos)
-        assert new >= max(3, 2 * description_length(alternatives[i]))
+        assert any(row[i] and not any(row[:i]) for row in on_pos)
     assert len(set(alternatives)) == len(alternatives)
 
 
