@@ -94,3 +94,18 @@ def test_fit_outranks_confidence_and_relevance_in_their_usual_spread() -> None:
     assert rank_score(Fit.ALWAYS, 0.8, 0.5) > rank_score(Fit.UNKNOWN, 0.95, 0.6)
     assert rank_score(Fit.HOLDS, 0.9, 0.5) > rank_score(Fit.HOLDS, 0.8, 0.5)
     assert 0.0 <= rank_score(Fit.UNKNOWN, 1.0, -1.0) <= 1.0
+
+
+def test_a_rule_against_a_third_tool_is_in_doubt_where_another_avoids_its_tool() -> None:
+    # plan_incremental over a decoy up to 5864 rows; plan_bulk over plan_incremental above 5489.
+    versus_decoy = template(
+        "plan_incremental", Predicate(feature="row_count", op="<=", value=5864), avoid="plan_streaming"
+    )
+    direct = template("plan_bulk", Predicate(feature="row_count", op=">", value=5489), avoid="plan_incremental")
+    actions = ("plan_bulk", "plan_incremental", "plan_streaming")
+    judged = [(t, judge(t, {"row_count": 5828}, actions)) for t in (versus_decoy, direct)]
+    assert overruled(judged) == [Fit.UNKNOWN, Fit.HOLDS]
+    # Two rules that answer each other are left to the ranking.
+    answer = template("plan_incremental", Predicate(feature="row_count", op="<=", value=5864), avoid="plan_bulk")
+    judged = [(t, judge(t, {"row_count": 5828}, actions)) for t in (answer, direct)]
+    assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
