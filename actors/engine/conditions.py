@@ -35,7 +35,8 @@ Its *errors* are the negatives it covers plus the positives it leaves out. The r
 So no predicate is ever added that separates nothing: a condition without it would have the
 same errors and fewer tests. :func:`evaluate_condition` checks a learned (or hand-written)
 condition against a live context snapshot with three-valued logic: a feature missing from the
-snapshot is *unknown* (None), never false. ``docs/learner.md`` has worked examples.
+snapshot is *unknown* (None), never false. ``docs/learner.md`` has worked examples. Where one
+conjunction cannot say it ("A or B"), :mod:`actors.engine.disjunction` learns alternatives.
 """
 
 from __future__ import annotations

@@ -74,6 +74,22 @@ def test_an_alternative_never_covers_a_failure() -> None:
         assert not any(evaluate_features(alternative, f) for f in neg)
 
 
+def test_an_alternative_is_read_off_a_failure_rule_that_covers_every_failure() -> None:
+    # export_csv was tried once on a latin-1 page without accents; it failed only with both.
+    pos = [_export("utf-8", i % 2 == 0, 10 + 250 * i % 997) for i in range(20)] + [_export("latin-1", False, 99)]
+    neg = [_export("latin-1", True, 40 + 200 * i) for i in range(5)]
+    learned = learn_disjunction(pos, neg)
+    assert learned is not None
+    assert learned.alternatives == (
+        (Predicate(feature="default_encoding", op="==", value="utf-8"),),
+        (Predicate(feature="has_non_ascii", op="==", value=False),),
+    )
+    # A success inside the failure rule: its negation would leave that one out, and no rule says so.
+    learned = learn_disjunction([*pos, _export("latin-1", True, 31)], neg)
+    assert learned is not None
+    assert len(learned.alternatives) == 1
+
+
 def test_alternatives_read_as_one_rule() -> None:
     utf8 = (Predicate(feature="default_encoding", op="==", value="utf-8"),)
     ascii_ = (Predicate(feature="has_non_ascii", op="==", value=False),)
