@@ -8,6 +8,7 @@ Steps, one module each: :mod:`~actors.engine.labels` (path outcome labels),
 (what counts as the same decision point), :mod:`~actors.engine.contrast` (success vs failure
 pairs, sensitivity), :mod:`~actors.engine.cost` (what a choice cost),
 :mod:`~actors.engine.conditions` (learned conditions, and their evaluation for serving),
+:mod:`~actors.engine.disjunction` (conditions with alternatives),
 :mod:`~actors.engine.generalize` (placeholders and patterns), :mod:`~actors.engine.templates`
 (distillation), :mod:`~actors.engine.confidence` and :mod:`~actors.engine.library` (merging).
 """

@@ -35,7 +35,8 @@ Its *errors* are the negatives it covers plus the positives it leaves out. The r
 So no predicate is ever added that separates nothing: a condition without it would have the
 same errors and fewer tests. :func:`evaluate_condition` checks a learned (or hand-written)
 condition against a live context snapshot with three-valued logic: a feature missing from the
-snapshot is *unknown* (None), never false. ``docs/learner.md`` has worked examples.
+snapshot is *unknown* (None), never false. ``docs/learner.md`` has worked examples. Where one
+conjunction cannot say it ("A or B"), :mod:`actors.engine.disjunction` learns alternatives.
 """
 
 from __future__ import annotations
@@ -443,6 +444,7 @@ def learn_condition(
     *,
     max_tests: int = 2,
     population: Sequence[Features] | None = None,
+    exact: bool = False,
 ) -> LearnedCondition | None:
     """The shortest condition that separates positive from negative runs (see the module docstring).
 
@@ -453,6 +455,7 @@ def learn_condition(
         population: Every run of the decision point (default: positive and negative). Whether a
             string feature is a category (its values recur) or an id is judged on these: six
             regions seen once each among the runs compared here still recur across the rest.
+        exact: Tolerate no noise: only the candidates with the fewest errors are admissible.
 
     Returns:
         The condition and its support, or None when no feature separates the sets at all.
@@ -480,7 +483,7 @@ def learn_condition(
     if not candidates:
         return None
     errors = [_errors(ev, m) for _, m in candidates]
-    bound = min(errors) + len(ev.runs) // NOISE_RUNS
+    bound = min(errors) + (0 if exact else len(ev.runs) // NOISE_RUNS)
     tests, mask = min(
         (c for c, e in zip(candidates, errors, strict=True) if e <= bound), key=lambda c: _rank(ev, c[0], c[1])
     )

@@ -12,8 +12,10 @@ optionally a decision name. Each candidate template is then judged:
 * **Same signature.** A template learned at exactly this decision signature (role, task type or
   goal words, action set, context keys) fits better than one that merely shares the tool.
 
-* **Refined.** If a narrower version of a holding template (same advice, its predicates and more)
-  is false here, the broad one is only *unknown* (:func:`overruled`).
+* **Refined.** If a narrower version of a holding template (same advice, its predicates and more,
+  or a stricter threshold) is false here, the broad one is only *unknown* (:func:`overruled`).
+* **Advised against.** A template that applies is only *unknown* where another one that applies
+  avoids its tool and it does not avoid that one's (it was learned against a third tool).
 
 The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
 template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
@@ -36,6 +38,7 @@ from pydantic import JsonValue
 
 from actors.engine.conditions import evaluate_features
 from actors.engine.features import Features, flatten_context
+from actors.engine.library import narrows
 from actors.engine.signature import signature_key, situation_signature, situation_words
 from cluster.experience.templates import ExperienceTemplate
 
@@ -117,13 +120,27 @@ def fit(
     return Fit.HOLDS_SAME_DECISION if same else Fit.HOLDS
 
 
+APPLIES = (Fit.HOLDS_SAME_DECISION, Fit.HOLDS, Fit.ALWAYS_SAME_DECISION, Fit.ALWAYS)
+"""Fits of a template that applies here (its condition holds, or it has none)."""
+
+
 def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
     """The fits after the narrower rules have spoken.
 
     A template whose condition holds is in doubt (unknown) when a *refinement* of it — another
-    template giving the same advice (same recommended and avoided tools) whose condition has all
-    of its predicates and more — is false in this situation: the narrower rule was learned from
-    runs that showed the extra predicate matters, and here it does not hold.
+    template giving the same advice (same recommended and avoided tools) whose condition is
+    narrower: all of its predicates and more, or a threshold or set on the same feature that is
+    stricter (:func:`~actors.engine.library.narrows`) — is false in this situation: the narrower
+    rule was learned from runs that showed the extra predicate or the tighter bound matters, and
+    here it does not hold. (``size_mb <= 207`` learned early, before put_object failed at 20 MB,
+    and ``size_mb <= 9.2`` learned after: at 20 MB the broad one is no longer sure.)
+
+    Then a template that applies (holds, or has no condition) is in doubt when another one that
+    still applies *avoids* what it recommends, and it does not answer that one: it prefers its
+    tool to some third tool (a decoy, say), while the other was learned where its tool was seen
+    to fail or cost more than the other's. ``plan_incremental`` over ``plan_streaming`` for
+    ``row_count <= 5864`` says nothing against ``plan_bulk``, and ``plan_bulk``, not
+    ``plan_incremental``, for ``row_count > 5489`` says plan_incremental fails here.
     """
     out: list[Fit] = []
     for template, value in judged:
@@ -132,7 +149,20 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
         ):
             value = Fit.UNKNOWN
         out.append(value)
-    return out
+    applying = [t for (t, _), value in zip(judged, out, strict=True) if value in APPLIES]
+    return [
+        Fit.UNKNOWN if value in APPLIES and any(_advises_against(other, t) for other in applying) else value
+        for (t, _), value in zip(judged, out, strict=True)
+    ]
+
+
+def _advises_against(other: ExperienceTemplate, template: ExperienceTemplate) -> bool:
+    """``other`` avoids what ``template`` recommends, and ``template`` does not avoid ``other``'s tool."""
+    if other.avoid is None or other.avoid.tool == other.recommended.tool:
+        return False  # no avoided tool, or one tool with other params: no word on the tool itself
+    if other.avoid.tool != template.recommended.tool:
+        return False
+    return template.avoid is None or template.avoid.tool != other.recommended.tool
 
 
 def _refines(narrow: ExperienceTemplate, broad: ExperienceTemplate) -> bool:
@@ -140,7 +170,7 @@ def _refines(narrow: ExperienceTemplate, broad: ExperienceTemplate) -> bool:
         return False
     if (narrow.avoid.tool if narrow.avoid else None) != (broad.avoid.tool if broad.avoid else None):
         return False
-    return set(broad.condition.predicates) < set(narrow.condition.predicates)
+    return narrows(broad.condition.predicates, narrow.condition.predicates)
 
 
 def applicable(value: Fit) -> bool | None:

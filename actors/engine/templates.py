@@ -11,7 +11,9 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
    ``a``'s successes and ``b``'s failures differ. If only ``a`` flipped, the condition separates
    where ``a`` worked from where it failed; if only ``b`` did, where ``b`` failed from where it
    worked; if both, runs where the preference held (``a`` succeeded, ``b`` failed) from runs
-   where it did not (:mod:`actors.engine.conditions`). If no condition separates them with
+   where it did not (:mod:`actors.engine.conditions`). Where one side flipped, the condition
+   may have alternatives ("A or B", :mod:`actors.engine.disjunction`): each becomes a template
+   of its own, and the rationale names the whole rule. If no condition separates them with
    precision ≥ ``MIN_PRECISION``, the outcome is not explained by this choice and no template
    is made (sensitivity filtering).
 3. Inside the condition there must be at least one success of ``a`` and one failure of ``b``:
@@ -59,6 +61,7 @@ from actors.engine.conditions import holds, holds_all, learn_condition, simplify
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
+from actors.engine.disjunction import learn_disjunction, render_alternatives
 from actors.engine.features import Features, flatten_context
 from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.types import canonical_json
@@ -117,13 +120,9 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
             cheaper = compare_costs(costs[good], costs[bad])
             if bad in failed or cheaper is not None:
                 dearer = compare_costs(costs[bad], costs[good])
-                finding = _distil_pair(good, (bad,), succeeded, failed, population, cheaper=cheaper, dearer=dearer)
-                if finding is not None:
-                    findings.append(finding)
+                findings += _distil_pair(good, (bad,), succeeded, failed, population, cheaper=cheaper, dearer=dearer)
         if decoys:
-            finding = _distil_pair(good, tuple(decoys), succeeded, failed, population)
-            if finding is not None:
-                findings.append(finding)
+            findings += _distil_pair(good, tuple(decoys), succeeded, failed, population)
     for tool in sorted(set(succeeded) & set(failed)):
         finding = _distil_params(tool, succeeded[tool], failed[tool])
         if finding is not None:
@@ -140,15 +139,15 @@ def _distil_pair(
     *,
     cheaper: CostGap | None = None,
     dearer: CostGap | None = None,
-) -> Finding | None:
+) -> list[Finding]:
     """``good`` against one alternative that also succeeded somewhere, or against all the decoys at once.
 
     With ``cheaper`` (``good`` costs clearly less than the one alternative), the alternative's
     successes are no evidence against ``good``: inside the condition they are avoided as the
     costlier way, and the condition only says where ``good`` itself works. ``dearer`` (the
-    alternative costs clearly less) adds a caveat saying so.
+    alternative costs clearly less) adds a caveat saying so. A condition with alternatives
+    (:mod:`actors.engine.disjunction`) gives one template per alternative.
     """
-    decoy = all(b not in succeeded for b in bads)
     good_ok = succeeded[good]
     bad_fail = [o for b in bads for o in failed.get(b, [])]
     # Only calls that fit the generalized pattern count against it: a click on a made-up id is
@@ -157,8 +156,45 @@ def _distil_pair(
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
     learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
     if learned is None:
-        return None
-    predicates, strength = learned
+        return []
+    alternatives, strength = learned
+    findings = []
+    for predicates in alternatives:
+        finding = _distil_alternative(
+            good,
+            bads,
+            succeeded,
+            failed,
+            predicates=predicates,
+            strength=strength,
+            rule=alternatives if len(alternatives) > 1 else (),
+            good_fail=good_fail,
+            bad_ok=bad_ok,
+            cheaper=cheaper,
+            dearer=dearer,
+        )
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _distil_alternative(
+    good: str,
+    bads: tuple[str, ...],
+    succeeded: dict[str, list[Observation]],
+    failed: dict[str, list[Observation]],
+    *,
+    predicates: tuple[Predicate, ...],
+    strength: float,
+    rule: Sequence[tuple[Predicate, ...]],
+    good_fail: list[Observation],
+    bad_ok: list[Observation],
+    cheaper: CostGap | None,
+    dearer: CostGap | None,
+) -> Finding | None:
+    """The template for one alternative of the condition (``rule``: all of them, when several)."""
+    decoy = all(b not in succeeded for b in bads)
+    good_ok = succeeded[good]
     recommended = [o for o in good_ok if holds_all(predicates, o.features)]
     inside = {b: [o for o in failed.get(b, []) if holds_all(predicates, o.features)] for b in bads}
     costlier = [o for b in bads for o in succeeded.get(b, []) if holds_all(predicates, o.features)] if cheaper else []
@@ -175,6 +211,9 @@ def _distil_pair(
     rationale = _rationale(good, bad, recommended, inside[bad])
     if cheaper is not None:
         rationale = _cost_rationale(good, bad, recommended, costlier, inside[bad], cheaper)
+    if rule:
+        # Each alternative is a template of its own; its text says the rule is wider than it.
+        rationale += f"; {good} is right when {render_alternatives(rule)} (one template per alternative)"
     return _finding(
         recommended,
         avoided,
@@ -204,8 +243,9 @@ def _condition(
     good_fail: list[Observation],
     bad_ok: list[Observation],
     population: Sequence[Features],
-) -> tuple[tuple[Predicate, ...], float] | None:
-    """Where the preference holds, with its strength; None when no condition explains the outcomes.
+) -> tuple[tuple[tuple[Predicate, ...], ...], float] | None:
+    """Where the preference holds (alternatives, each a conjunction), with its strength; None when
+    no condition explains the outcomes.
 
     A condition must say where the preference *flips*; without a flip there is none. When only
     the recommended action flipped, the condition separates where it worked from where it
@@ -216,13 +256,15 @@ def _condition(
     works: the second predicate, an edge case), judged on all the runs together.
     """
     if not good_fail and not bad_ok:
-        return (), 1.0
+        return ((),), 1.0
     if not bad_ok or not good_fail:
         positive, negative = (good_ok, good_fail) if good_fail else (bad_fail, bad_ok)
-        learned = learn_condition([o.features for o in positive], [o.features for o in negative], population=population)
+        learned = learn_disjunction(
+            [o.features for o in positive], [o.features for o in negative], population=population
+        )
         if learned is None or learned.precision < MIN_PRECISION:
             return None
-        return learned.predicates, max(0.0, learned.strength)
+        return learned.alternatives, max(0.0, learned.strength)
     where_bad_fails = learn_condition(
         [o.features for o in bad_fail], [o.features for o in bad_ok], max_tests=1, population=population
     )
@@ -239,7 +281,7 @@ def _condition(
     if not held or len(held) < MIN_PRECISION * (len(held) + len(broken)):
         return None
     strength = len(held) / len(good_ok + bad_fail) - len(broken) / len(good_fail + bad_ok)
-    return predicates, max(0.0, strength)
+    return (predicates,), max(0.0, strength)
 
 
 def _also_avoid(tool: str, failures: Sequence[Observation]) -> str:

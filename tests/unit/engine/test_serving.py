@@ -77,9 +77,35 @@ def test_a_broad_rule_is_in_doubt_where_its_refinement_is_false() -> None:
     assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
 
 
+def test_a_broad_threshold_is_in_doubt_where_a_stricter_one_is_false() -> None:
+    # put_object learned up to 207 MB early on, then up to 9.2 MB once it failed at 20 MB.
+    broad = template("put_object", Predicate(feature="size_mb", op="<=", value=207.25), avoid="multipart_upload")
+    strict = template("put_object", Predicate(feature="size_mb", op="<=", value=9.2), avoid="multipart_upload")
+    actions = ("put_object", "multipart_upload")
+    judged = [(t, judge(t, {"size_mb": 20.0}, actions)) for t in (broad, strict)]
+    assert overruled(judged) == [Fit.UNKNOWN, Fit.NOT_APPLICABLE]
+    judged = [(t, judge(t, {"size_mb": 3.0}, actions)) for t in (broad, strict)]
+    assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
+
+
 def test_fit_outranks_confidence_and_relevance_in_their_usual_spread() -> None:
     # Served templates sit above the 0.7 threshold; relevance differs by tenths for one decision.
     assert rank_score(Fit.HOLDS, 0.8, 0.5) > rank_score(Fit.ALWAYS, 1.0, 0.6)
     assert rank_score(Fit.ALWAYS, 0.8, 0.5) > rank_score(Fit.UNKNOWN, 0.95, 0.6)
     assert rank_score(Fit.HOLDS, 0.9, 0.5) > rank_score(Fit.HOLDS, 0.8, 0.5)
     assert 0.0 <= rank_score(Fit.UNKNOWN, 1.0, -1.0) <= 1.0
+
+
+def test_a_rule_against_a_third_tool_is_in_doubt_where_another_avoids_its_tool() -> None:
+    # plan_incremental over a decoy up to 5864 rows; plan_bulk over plan_incremental above 5489.
+    versus_decoy = template(
+        "plan_incremental", Predicate(feature="row_count", op="<=", value=5864), avoid="plan_streaming"
+    )
+    direct = template("plan_bulk", Predicate(feature="row_count", op=">", value=5489), avoid="plan_incremental")
+    actions = ("plan_bulk", "plan_incremental", "plan_streaming")
+    judged = [(t, judge(t, {"row_count": 5828}, actions)) for t in (versus_decoy, direct)]
+    assert overruled(judged) == [Fit.UNKNOWN, Fit.HOLDS]
+    # Two rules that answer each other are left to the ranking.
+    answer = template("plan_incremental", Predicate(feature="row_count", op="<=", value=5864), avoid="plan_bulk")
+    judged = [(t, judge(t, {"row_count": 5828}, actions)) for t in (answer, direct)]
+    assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
