@@ -424,14 +424,14 @@ class MemoryService:
         now = now or utcnow()
         cache_key = request.model_dump_json()
         vis = self._visibility(request, now)
-        # A repeated query's text is also in the embedder's cache: embedding first costs a hit little.
-        vector = self.embedder.embed([request.query])[0]
         with self.db.read() as session:
             # The generation and the query read one snapshot, so an entry is never staler than its tag.
             generation = self.store.generation(session, owner) if self.cache.enabled else 0
             cached = self.cache.get(owner, cache_key, generation, now)
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
+            # Embedded inside the read: a snapshot held a few milliseconds blocks no writer.
+            vector = self.embedder.embed([request.query])[0]
             found = self._gather(session, owner, request, vector, vis, now, all_facts=False)
             ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]
