@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from cluster.core.errors import HindsightError, LeaseLost, NotFound
 from cluster.experience.models import LearnReport
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
+from cluster.storage.heartbeat import Heartbeat
 from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import DEFAULT_LEASE, SqlTrajectoryStore
 
@@ -89,45 +89,6 @@ def process_worker() -> str:
     return f"{socket.gethostname()}/{os.getpid()}"
 
 
-class Heartbeat:
-    """Extends a worker's claims every ``interval`` on a thread of its own, while the batch runs.
-
-    A thread, not the batch's own code: attribution and learning are long calls that cannot stop
-    to beat, and a worker that hangs in one should keep its claims only while its process lives.
-    """
-
-    def __init__(
-        self, db: Database, worker: str, ids: Sequence[uuid.UUID], lease: timedelta, interval: timedelta
-    ) -> None:
-        self._db = db
-        self._worker = worker
-        self._ids = list(ids)
-        self._lease = lease
-        self._interval = interval.total_seconds()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat {worker}", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                with self._db.transaction() as session:
-                    held = SqlTrajectoryStore(session).heartbeat(self._worker, self._ids, self._lease)
-            except Exception:
-                # The thread's top level: the next beat may succeed before the lease lapses.
-                logger.exception("heartbeat of %s failed", self._worker)
-                continue
-            if held < len(self._ids):
-                logger.warning("%s lost %d of its %d claims", self._worker, len(self._ids) - held, len(self._ids))
-
-
 class AnalysisService:
     """Runs one attribution batch at a time; every Ray worker owns one."""
 
@@ -180,7 +141,8 @@ class AnalysisService:
         for owner, trajectory_id in claimed:
             by_owner[owner].append(trajectory_id)
         learned = failed = lost = 0
-        with Heartbeat(self.db, self.worker, [i for _, i in claimed], self.lease, self.heartbeat):
+        ids = [i for _, i in claimed]
+        with Heartbeat(lambda: self._renew(ids), self.heartbeat.total_seconds(), f"heartbeat {self.worker}"):
             for owner, ids in by_owner.items():
                 # Contrast only within one owner's evidence: owners never see each other's runs. One
                 # owner's failure must not hold up the others: its claims lapse after the batch and
@@ -214,6 +176,14 @@ class AnalysisService:
         learn_batch(self.db, self.experience, owner, templates, ids, self.worker)
         logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))
         return len(templates)
+
+    def _renew(self, ids: Sequence[uuid.UUID]) -> bool:
+        """One heartbeat: extend this worker's claims on ``ids``; a lost claim is another worker's now."""
+        with self.db.transaction() as session:
+            held = SqlTrajectoryStore(session).heartbeat(self.worker, ids, self.lease)
+        if held < len(ids):
+            logger.warning("%s lost %d of its %d claims", self.worker, len(ids) - held, len(ids))
+        return True
 
     def _history(self, store: SqlTrajectoryStore, owner: str, batch: Sequence[Trajectory]) -> list[Trajectory]:
         if self.history_limit == 0:

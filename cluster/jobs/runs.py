@@ -9,7 +9,6 @@ the last watermark stored (the work is written so that redoing the part after it
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from cluster.core.errors import LeaseLost
 from cluster.jobs.models import JobState
 from cluster.jobs.repository import SqlJobStore
 from cluster.storage.db import Database
+from cluster.storage.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class JobRuns:
         started = time.perf_counter()
         outcome: JobOutcome | None = None
         error: str | None = None
-        with _Heartbeat(self.db, name, self.holder, lease):
+        with Heartbeat(lambda: self._renew(name, lease), lease.total_seconds() / 3, f"job heartbeat {name}"):
             try:
                 outcome = work(context)
             except Exception as exc:
@@ -146,39 +146,14 @@ class JobRuns:
             rows=0 if outcome is None else outcome.rows,
         )
 
+    def _renew(self, name: str, lease: timedelta) -> bool:
+        """One heartbeat: move the lease on; False once another scheduler has the job."""
+        with self.db.transaction() as session:
+            held = SqlJobStore(session).heartbeat(name, self.holder, lease)
+        if not held:
+            logger.warning("%s lost its lease on job %s", self.holder, name)
+        return held
+
     def _checkpoint(self, name: str, watermark: Watermark) -> None:
         with self.db.transaction() as session:
             SqlJobStore(session).checkpoint(name, self.holder, watermark)
-
-
-class _Heartbeat:
-    """Moves the run's lease on every third of it, on a thread of its own, while the work runs."""
-
-    def __init__(self, db: Database, name: str, holder: str, lease: timedelta) -> None:
-        self._db = db
-        self._name = name
-        self._holder = holder
-        self._lease = lease
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"job heartbeat {name}", daemon=True)
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self._lease.total_seconds() / 3):
-            try:
-                with self._db.transaction() as session:
-                    held = SqlJobStore(session).heartbeat(self._name, self._holder, self._lease)
-            except Exception:
-                # The thread's top level: the next beat may succeed before the lease lapses.
-                logger.exception("heartbeat of job %s failed", self._name)
-                continue
-            if not held:
-                logger.warning("%s lost its lease on job %s", self._holder, self._name)
-                return
