@@ -1,12 +1,15 @@
-"""Hot-query cache: owner-scoped, valid only at the owner's current generation, bounded in bytes."""
+"""Query caches: results (owner-scoped, valid only at the owner's current generation, bounded in
+bytes) and the ranking facts of memory versions (which never change)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from cluster.memory.models import MemoryQueryResult
+from cluster.memory.ranking import CandidateFacts
 
 
 class QueryCache:
@@ -93,3 +96,43 @@ class _Entry:
         self.fresh_until = fresh_until
         self.result = result
         self.size = size
+
+
+class FactsCache:
+    """Ranking facts of memory versions, by (owner, seq); an LRU of ``entries`` at most; thread-safe.
+
+    Correct without any invalidation: a version's facts come from fields no statement ever changes
+    (entity, metadata, text, session, start of validity) and ``seq`` never repeats, so an entry can
+    only be unused, never wrong. Whether a version may be seen is checked in SQL on every query.
+    """
+
+    def __init__(self, entries: int = 100_000) -> None:
+        self.entries = entries
+        self._facts: OrderedDict[tuple[str, int], CandidateFacts] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def split(self, owner: str, seqs: Iterable[int]) -> tuple[dict[int, CandidateFacts], list[int]]:
+        """The facts known for ``seqs``, and the seqs still to read."""
+        known: dict[int, CandidateFacts] = {}
+        missing: list[int] = []
+        with self._lock:
+            for seq in seqs:
+                fact = self._facts.get((owner, seq))
+                if fact is None:
+                    missing.append(seq)
+                else:
+                    self._facts.move_to_end((owner, seq))
+                    known[seq] = fact
+        return known, missing
+
+    def add(self, owner: str, facts: Iterable[CandidateFacts]) -> None:
+        if self.entries <= 0:
+            return
+        with self._lock:
+            for fact in facts:
+                self._facts[(owner, fact.seq)] = fact
+            while len(self._facts) > self.entries:
+                self._facts.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._facts)

@@ -107,18 +107,23 @@ class VocabularyCache:
 
     def __init__(self, owners: int = 10_000) -> None:
         self._owners = owners
-        self._entries: OrderedDict[str, tuple[int, Vocabulary]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[int, int | None, Vocabulary]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, owner: str, load: Callable[[int], tuple[set[str], int]]) -> Vocabulary:
+    def get(self, owner: str, load: Callable[[int], tuple[set[str], int]], generation: int | None = None) -> Vocabulary:
+        """The owner's vocabulary; ``load`` is skipped when the owner's ``generation`` (read in the
+        caller's snapshot) is the one the vocabulary was last grown at: nothing was written since."""
         with self._lock:
-            seen, vocabulary = self._entries.get(owner, (0, Vocabulary()))
+            seen, grown_at, vocabulary = self._entries.get(owner, (0, None, Vocabulary()))
+            if generation is not None and generation == grown_at:
+                self._entries.move_to_end(owner)
+                return vocabulary
         names, newest = load(seen)
         with self._lock:
             # Another query may have grown the same vocabulary meanwhile: adding is idempotent.
-            _, current = self._entries.get(owner, (0, vocabulary))
+            _, _, current = self._entries.get(owner, (0, None, vocabulary))
             current.add(names)
-            self._entries[owner] = (max(newest, seen), current)
+            self._entries[owner] = (max(newest, seen), generation, current)
             self._entries.move_to_end(owner)
             while len(self._entries) > self._owners:
                 self._entries.popitem(last=False)

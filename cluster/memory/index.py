@@ -10,7 +10,7 @@ every candidate.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -31,7 +31,9 @@ class VectorRow(Frozen):
     vector: list[float]
 
 
-class VectorHit(Frozen):
+class VectorHit(NamedTuple):
+    """One nearest vector (a tuple: a query reads a hundred or more)."""
+
     seq: int
     similarity: float
 
@@ -146,10 +148,7 @@ class MilvusMemoryIndex:
             equals["entity"] = entity
         if scope_key is not None:
             equals["scope"] = scope_key
-        return [
-            VectorHit(seq=int(key), similarity=score)
-            for key, score, _ in self.rows.search(owner, vector, limit, equals=equals)
-        ]
+        return [VectorHit(int(key), score) for key, score, _ in self.rows.search(owner, vector, limit, equals=equals)]
 
     def delete(self, owner: str, seqs: Sequence[int]) -> None:
         self.rows.delete(owner, list(seqs))

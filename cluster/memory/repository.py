@@ -11,16 +11,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 from sqlalchemy import (
     ColumnElement,
-    Float,
-    Integer,
+    Executable,
     and_,
     bindparam,
-    column,
     delete,
     func,
     literal_column,
@@ -35,8 +33,10 @@ from sqlalchemy.orm import Session
 
 from cluster.core.errors import NotFound
 from cluster.core.types import Frozen, utcnow
+from cluster.memory import statements
 from cluster.memory.models import MemoryRecord
 from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, terms
+from cluster.memory.statements import CONTEXT_WEIGHT, KEY_WEIGHT, TEXT_WEIGHT
 from cluster.memory.tables import (
     FTS_TABLE,
     PG_SEARCH_DOC,
@@ -47,12 +47,6 @@ from cluster.memory.tables import (
     MemoryRow,
 )
 from cluster.storage.db import UtcDateTime
-
-# Column weights for full-text relevance: the value's text counts most, the key a little less,
-# surrounding context (neighbouring turns) a third.
-KEY_WEIGHT = 0.5
-TEXT_WEIGHT = 1.0
-CONTEXT_WEIGHT = 0.3
 
 
 class StoredMemory(Frozen):
@@ -120,8 +114,11 @@ class LoggedTurnRow(Frozen):
     evaluated_at: datetime | None = None
 
 
-class CandidateRow(Frozen):
-    """The fields of a ranking candidate that the entity, temporal and session stages read."""
+class CandidateRow(NamedTuple):
+    """The fields of a ranking candidate that the entity, temporal and session stages read.
+
+    A tuple, not a model: a query reads about a hundred of them.
+    """
 
     seq: int
     entity: str | None
@@ -131,9 +128,9 @@ class CandidateRow(Frozen):
     valid_from: datetime
 
 
-class LexicalHit(Frozen):
+class LexicalHit(NamedTuple):
     seq: int
-    score: float = Field(description="Higher is more relevant.")
+    score: float  # higher is more relevant
 
 
 class Visibility(Frozen):
@@ -163,6 +160,13 @@ def _owned(owner: str) -> ColumnElement[bool]:
     an indexed ``owner`` over a primary-key ``IN`` list and scans all of the owner's rows.
     """
     return func.coalesce(MemoryRow.owner, "") == owner
+
+
+def _core(session: Session, stmt: Executable, params: Mapping[str, Any]) -> Any:
+    """A prebuilt Core statement (:mod:`cluster.memory.statements`) on the session's connection,
+    inside its transaction: the ORM session has nothing to add to it. (Typed ``Any``: the rows'
+    shape is the statement's, which the typing of a prebuilt statement does not carry.)"""
+    return session.connection().execute(stmt, params)
 
 
 def _record(row: MemoryRow) -> StoredMemory:
@@ -353,24 +357,35 @@ class SqlMemoryStore:
             conds.append(MemoryRow.state == MemoryState.CURRENT)
         return conds
 
+    @staticmethod
+    def _bound(owner: str, vis: Visibility) -> tuple[statements.Shape, dict[str, Any]]:
+        return statements.shape_and_params(
+            owner,
+            valid_at=vis.valid_at,
+            entity=vis.entity,
+            scope_key=vis.scope_key,
+            as_of=vis.as_of,
+            include_history=vis.include_history,
+        )
+
     def visible(self, session: Session, owner: str, seqs: Iterable[int], vis: Visibility) -> dict[int, StoredMemory]:
         """Those of ``seqs`` that pass the filters, by seq."""
         wanted = list(dict.fromkeys(seqs))
+        shape, params = self._bound(owner, vis)
+        stmt = statements.visible_rows(shape)
         out: dict[int, StoredMemory] = {}
         for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            stmt = select(MemoryRow).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis, by_seq=True))
-            rows = session.scalars(stmt)
+            rows = session.scalars(stmt, params | {"seqs": wanted[start : start + 500]})
             out.update((row.seq, _record(row)) for row in rows)
         return out
 
     def visible_seqs(self, session: Session, owner: str, seqs: Sequence[int], vis: Visibility) -> set[int]:
         """Those of ``seqs`` that pass the filters (ids only: cheap enough for every candidate)."""
+        shape, params = self._bound(owner, vis)
+        stmt = statements.visible_seqs(shape)
         out: set[int] = set()
         for start in range(0, len(seqs), 500):
-            chunk = list(seqs[start : start + 500])
-            stmt = select(MemoryRow.seq).where(MemoryRow.seq.in_(chunk), *self._visible(owner, vis, by_seq=True))
-            out.update(session.scalars(stmt))
+            out.update(_core(session, stmt, params | {"seqs": list(seqs[start : start + 500])}).scalars())
         return out
 
     def lexical(
@@ -450,25 +465,12 @@ class SqlMemoryStore:
         self, session: Session, owner: str, match: str, vis: Visibility, limit: int, inner: int
     ) -> tuple[list[LexicalHit], int]:
         """The owner's visible hits among the ``inner`` best full-text matches, and how many matches were ranked."""
-        ranked = (
-            text(
-                f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
-                f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
-            )
-            .bindparams(match=match, inner=inner)
-            .columns(column("seq", Integer), column("rank", Float))
-            .cte("ranked")
-        )
-        total = select(func.count()).select_from(ranked).scalar_subquery()
-        rows = session.execute(
-            select(MemoryRow.seq, ranked.c.rank, total)
-            .join(ranked, MemoryRow.seq == ranked.c.seq)
-            .where(*self._visible(owner, vis, by_seq=True))
-            .order_by(ranked.c.rank)
-            .limit(limit)
+        shape, params = self._bound(owner, vis)
+        rows = _core(
+            session, statements.fts5_ranked(shape), params | {"match": match, "inner": inner, "limit": limit}
         ).all()
         # FTS5's bm25() is negative, lower is better; flip it so every score reads "higher is better".
-        hits = [LexicalHit(seq=seq, score=-float(rank)) for seq, rank, _ in rows]
+        hits = [LexicalHit(seq, -float(rank)) for seq, rank, _ in rows]
         return hits, int(rows[0][2]) if rows else 0
 
     def _pg_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
@@ -491,22 +493,18 @@ class SqlMemoryStore:
             .order_by(rank.desc())
             .limit(limit)
         )
-        return [LexicalHit(seq=seq, score=float(score)) for seq, score in session.execute(stmt)]
+        return [LexicalHit(seq, float(score)) for seq, score in session.execute(stmt)]
 
-    def entity_names(self, session: Session, owner: str, after_seq: int, keys: Sequence[str]) -> tuple[set[str], int]:
+    def entity_names(self, session: Session, owner: str, after_seq: int, keys: tuple[str, ...]) -> tuple[set[str], int]:
         """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
 
         Names are the ``entity`` column and the string values of the metadata ``keys``; read in
         SQL (``json_extract`` / ``->>``) so the metadata documents are not decoded here.
         """
-        cols = [MemoryRow.entity, *(MemoryRow.meta[k].as_string() for k in keys)]
-        # The first load reads the owner's rows by the owner index; later ones by seq range
-        # (``_owned``), so only the few rows written since are read.
-        owned = MemoryRow.owner == owner if after_seq <= 0 else _owned(owner)
-        stmt = select(MemoryRow.seq, *cols).where(owned, MemoryRow.seq > after_seq)
+        stmt = statements.entity_names(keys, first=after_seq <= 0)
         names: set[str] = set()
         newest = after_seq
-        for row in session.execute(stmt):
+        for row in _core(session, stmt, {"owner": owner, "after": after_seq}):
             newest = max(newest, int(row[0]))
             names.update(v for v in row[1:] if isinstance(v, str) and v and not v.startswith("["))
         return names, newest
@@ -515,17 +513,10 @@ class SqlMemoryStore:
         """What the entity, temporal and session ranking stages read of the candidates."""
         out: list[CandidateRow] = []
         for start in range(0, len(seqs), 500):
-            stmt = select(
-                MemoryRow.seq,
-                MemoryRow.entity,
-                MemoryRow.meta,
-                MemoryRow.text,
-                MemoryRow.session_id,
-                MemoryRow.valid_from,
-            ).where(_owned(owner), MemoryRow.seq.in_(list(seqs[start : start + 500])))
+            params = {"owner": owner, "seqs": list(seqs[start : start + 500])}
             out.extend(
-                CandidateRow(seq=seq, entity=entity, metadata=meta, text=text, session_id=sid, valid_from=vf)
-                for seq, entity, meta, text, sid, vf in session.execute(stmt)
+                CandidateRow(seq, entity, meta, text, sid, vf)
+                for seq, entity, meta, text, sid, vf in _core(session, statements.candidate_facts(), params)
             )
         return out
 
@@ -724,7 +715,7 @@ class SqlMemoryStore:
 
     def generation(self, session: Session, owner: str) -> int:
         """The owner's current generation (0 before the first change): a primary-key lookup."""
-        found = session.scalar(select(MemoryOwnerRow.generation).where(MemoryOwnerRow.owner == owner))
+        found = _core(session, statements.generation(), {"owner": owner}).scalar()
         return int(found or 0)
 
     def _insert(self, table: type[MemoryIndexQueueRow] | type[MemoryOwnerRow]) -> Any:

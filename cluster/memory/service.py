@@ -31,7 +31,7 @@ from cluster.core.errors import Conflict, HindsightError, InvalidInput, NotFound
 from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
-from cluster.memory.cache import QueryCache
+from cluster.memory.cache import FactsCache, QueryCache
 from cluster.memory.entities import ENTITY_KEYS, VocabularyCache, without_names
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
 from cluster.memory.models import (
@@ -149,6 +149,7 @@ class MemoryService:
         self.limits = limits or MemoryLimits()
         self.cache = QueryCache(cache_bytes, cache_ttl)
         self.vocabularies = VocabularyCache()
+        self.facts = FactsCache()
         self.accesses = AccessLog(access_flush_entries, access_flush_interval)
         self._flushing = threading.Lock()
         self.upkeep = Upkeep(
@@ -426,13 +427,13 @@ class MemoryService:
         vis = self._visibility(request, now)
         with self.db.read() as session:
             # The generation and the query read one snapshot, so an entry is never staler than its tag.
-            generation = self.store.generation(session, owner) if self.cache.enabled else 0
+            generation = self.store.generation(session, owner)
             cached = self.cache.get(owner, cache_key, generation, now)
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
             # Embedded inside the read: a snapshot held a few milliseconds blocks no writer.
             vector = self.embedder.embed([request.query])[0]
-            found = self._gather(session, owner, request, vector, vis, now, all_facts=False)
+            found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
             ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]
             # Full records only for what is returned: building them is the costly part.
@@ -491,7 +492,7 @@ class MemoryService:
         vis = self._visibility(request, now)
         vector = self.embedder.embed([request.query])[0]
         with self.db.read() as session:
-            return self._gather(session, owner, request, vector, vis, now, all_facts=True)
+            return self._gather(session, owner, request, vector, vis, now, generation=None, all_facts=True)
 
     def _gather(
         self,
@@ -502,12 +503,13 @@ class MemoryService:
         vis: Visibility,
         now: datetime,
         *,
+        generation: int | None,
         all_facts: bool,
     ) -> Candidates:
         """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need."""
         policy = self.ranking
         vocabulary = self.vocabularies.get(
-            owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS)
+            owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
         )
         plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
         words = request.query if policy.entity_terms_lexical else without_names(request.query, plan.entities)
@@ -518,12 +520,20 @@ class MemoryService:
         dense = self._dense(session, owner, vector, vis)
         facts: dict[int, CandidateFacts] = {}
         if all_facts or needs_facts(plan, policy):
-            seqs = [*dense, *(s for s in lexical if s not in dense)]
-            facts = {
-                row.seq: facts_of(row.seq, row.entity, row.metadata, row.text, row.session_id, row.valid_from)
-                for row in self.store.candidate_facts(session, owner, seqs)
-            }
+            facts = self._facts(session, owner, [*dense, *(s for s in lexical if s not in dense)])
         return Candidates(dense=dense, lexical=lexical, facts=facts, plan=plan)
+
+    def _facts(self, session: Session, owner: str, seqs: list[int]) -> dict[int, CandidateFacts]:
+        """The candidates' ranking facts: from the process's facts cache, the rest read (and kept)."""
+        facts, missing = self.facts.split(owner, seqs)
+        if missing:
+            read = [
+                facts_of(row.seq, row.entity, row.metadata, row.text, row.session_id, row.valid_from)
+                for row in self.store.candidate_facts(session, owner, missing)
+            ]
+            self.facts.add(owner, read)
+            facts.update((f.seq, f) for f in read)
+        return facts
 
     def _explain(
         self,

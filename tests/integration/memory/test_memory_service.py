@@ -299,6 +299,19 @@ def test_hot_queries_are_cached_per_owner_and_invalidated_by_writes(memory: Memo
     assert memory.cache.misses == 3
 
 
+def test_a_candidates_cached_facts_never_make_a_forgotten_memory_visible(memory: MemoryService) -> None:
+    """Facts are kept per process by seq; whether a memory may be seen is read from SQL every time."""
+    cat = memory.write("alice", "pet", "Alice's cat is called Tom", entity="Alice", now=T0)
+    dog = memory.write("alice", "dog", "Alice's dog is called Rex", entity="Alice", now=T0)
+    first = memory.query("alice", "what is Alice's pet called", now=T0 + timedelta(seconds=1))
+    assert set(ids(first)) == {cat, dog}
+    assert len(memory.facts) >= 2  # both candidates' facts are now known to this process
+    memory.forget("alice", cat)
+    later = memory.query("alice", "what is Alice's pet called", now=T0 + timedelta(seconds=2))
+    assert ids(later) == [dog]
+    assert later.hits[0].why.entities == ("Alice",)  # the entity stage still reads the cached facts
+
+
 def test_results_explain_every_stage(memory: MemoryService) -> None:
     memory.write("alice", "tea", "Alice drinks green tea", source_ids=["turn-1", "turn-2"], now=T0)
     hit = memory.run_query("alice", MemoryQuery(query="green tea", entity=None), now=T0).hits[0]

@@ -59,3 +59,19 @@ def test_the_cache_grows_a_vocabulary_from_the_newest_memories_only() -> None:
     cache.get("b", lambda after: (set(), 0))  # evicts "a": at most one owner kept
     cache.get("a", load)
     assert asked == [0, 7, 0]
+
+
+def test_a_vocabulary_is_not_read_again_while_the_owners_generation_stands() -> None:
+    cache = VocabularyCache()
+    asked: list[int] = []
+
+    def load(after: int) -> tuple[set[str], int]:
+        asked.append(after)
+        return ({"Gina"}, 3) if after == 0 else ({"Jon"}, 5)
+
+    assert "Gina" in cache.get("a", load, generation=4)
+    cache.get("a", load, generation=4)  # nothing written since: no read
+    assert asked == [0]
+    assert "Jon" in cache.get("a", load, generation=5)  # a write bumped it: read what is new
+    cache.get("a", load)  # no generation known: always read
+    assert asked == [0, 3, 5]

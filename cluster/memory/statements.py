@@ -1,0 +1,169 @@
+"""The memory query's hot statements, built once per shape and bound per call.
+
+A query runs half a dozen statements; building each from ORM expressions took as long as
+running it (every ``IN`` list item, comparison and ``or_`` is an object made, coerced and
+cache-keyed again on every call). Here each statement is a Core statement over the ``memories``
+table with bound parameters, made once per *shape* — which filters a read carries — and given
+its values at execution, so a call costs a dictionary and the database's own work.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    Table,
+    bindparam,
+    column,
+    func,
+    or_,
+    select,
+    text,
+)
+
+from cluster.memory.policy import MemoryState
+from cluster.memory.tables import FTS_TABLE, MemoryOwnerRow, MemoryRow
+
+MEMORIES: Table = MemoryRow.__table__  # type: ignore[assignment]
+_m = MEMORIES.c
+
+# Column weights for full-text relevance: the value's text counts most, the key a little less,
+# surrounding context (neighbouring turns) a third.
+KEY_WEIGHT = 0.5
+TEXT_WEIGHT = 1.0
+CONTEXT_WEIGHT = 0.3
+
+
+class Shape(NamedTuple):
+    """Which optional filters a read carries: each combination is one prebuilt statement."""
+
+    entity: bool
+    scope: bool
+    as_of: bool
+    history: bool
+
+
+def owned_by_seq() -> ColumnElement[bool]:
+    """The owner constraint for statements that address rows by ``seq``.
+
+    Wrapped in ``coalesce`` on purpose: without statistics, SQLite's planner prefers an equality on
+    an indexed ``owner`` over a primary-key ``IN`` list and scans all of the owner's rows.
+    """
+    return func.coalesce(_m.owner, "") == bindparam("owner")
+
+
+def visible_conditions(shape: Shape, *, by_seq: bool) -> list[ColumnElement[bool]]:
+    """The entity filter, the temporal filter and version/archive state, with bound values.
+
+    Parameters: ``owner``, ``valid_at`` and, as the shape asks, ``entity``, ``scope_key``, ``as_of``
+    (see :func:`visible_params`).
+    """
+    owned = owned_by_seq() if by_seq else _m.owner == bindparam("owner")
+    conds: list[ColumnElement[bool]] = [owned, _m.archived_at.is_(None)]
+    if shape.entity:
+        conds.append(_m.entity == bindparam("entity"))
+    if shape.scope:
+        conds.append(_m.scope_key == bindparam("scope_key"))
+    valid_at = bindparam("valid_at", type_=_m.valid_from.type)
+    conds.append(_m.valid_from <= valid_at)
+    conds.append(or_(_m.expires_at.is_(None), _m.expires_at > valid_at))
+    if shape.as_of:
+        as_of = bindparam("as_of", type_=_m.created_at.type)
+        conds.append(_m.created_at <= as_of)
+        if not shape.history:
+            conds.append(or_(_m.superseded_at.is_(None), _m.superseded_at > as_of))
+    elif not shape.history:
+        conds.append(_m.state == MemoryState.CURRENT)
+    return conds
+
+
+def shape_and_params(
+    owner: str,
+    *,
+    valid_at: Any,
+    entity: str | None,
+    scope_key: str | None,
+    as_of: Any,
+    include_history: bool,
+) -> tuple[Shape, dict[str, Any]]:
+    """A read's shape and the values its statement binds."""
+    shape = Shape(entity is not None, scope_key is not None, as_of is not None, include_history)
+    params: dict[str, Any] = {"owner": owner, "valid_at": valid_at}
+    if entity is not None:
+        params["entity"] = entity
+    if scope_key is not None:
+        params["scope_key"] = scope_key
+    if as_of is not None:
+        params["as_of"] = as_of
+    return shape, params
+
+
+def _seqs() -> Any:
+    return _m.seq.in_(bindparam("seqs", expanding=True))
+
+
+@lru_cache(maxsize=64)
+def visible_seqs(shape: Shape) -> Select[Any]:
+    """Which of ``:seqs`` pass the filters (ids only)."""
+    return select(_m.seq).where(_seqs(), *visible_conditions(shape, by_seq=True))
+
+
+@lru_cache(maxsize=64)
+def visible_rows(shape: Shape) -> Select[Any]:
+    """The whole rows of those of ``:seqs`` that pass the filters (ORM rows: only the few returned)."""
+    seq = MemoryRow.seq.in_(bindparam("seqs", expanding=True))
+    return select(MemoryRow).where(seq, *visible_conditions(shape, by_seq=True))
+
+
+@lru_cache(maxsize=1)
+def candidate_facts() -> Select[Any]:
+    """What the ranking stages read of ``:seqs`` (the owner's; visibility was checked before)."""
+    return select(_m.seq, _m.entity, _m["metadata"], _m.text, _m.session_id, _m.valid_from).where(
+        owned_by_seq(), _seqs()
+    )
+
+
+@lru_cache(maxsize=4)
+def entity_names(keys: tuple[str, ...], *, first: bool) -> Select[Any]:
+    """Entity names of the owner's memories after ``:after``: the ``entity`` column and metadata ``keys``.
+
+    The first load reads the owner's rows by the owner index; later ones by seq range
+    (``owned_by_seq``), so only the few rows written since are read.
+    """
+    owned = _m.owner == bindparam("owner") if first else owned_by_seq()
+    cols = [_m.entity, *(_m["metadata"][k].as_string() for k in keys)]
+    return select(_m.seq, *cols).where(owned, _m.seq > bindparam("after"))
+
+
+@lru_cache(maxsize=1)
+def generation() -> Select[Any]:
+    return select(MemoryOwnerRow.__table__.c.generation).where(  # type: ignore[attr-defined]
+        MemoryOwnerRow.__table__.c.owner == bindparam("owner")  # type: ignore[attr-defined]
+    )
+
+
+@lru_cache(maxsize=64)
+def fts5_ranked(shape: Shape) -> Select[Any]:
+    """The owner's visible hits among the ``:inner`` best FTS5 matches of ``:match``, best ``:limit``,
+    each row carrying how many matches were ranked."""
+    ranked = (
+        text(
+            f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
+            f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
+        )
+        .columns(column("seq", Integer), column("rank", Float))
+        .cte("ranked")
+    )
+    total = select(func.count()).select_from(ranked).scalar_subquery()
+    return (
+        select(_m.seq, ranked.c.rank, total)
+        .join(ranked, _m.seq == ranked.c.seq)
+        .where(*visible_conditions(shape, by_seq=True))
+        .order_by(ranked.c.rank)
+        .limit(bindparam("limit"))
+    )
