@@ -87,6 +87,7 @@ class SqlTrajectoryStore:
                 role=header.role,
                 task=header.task,
                 task_type=header.task_type,
+                run_id=header.run_id,
                 status=TrajectoryStatus.OPEN.value,
                 node_count=0,
                 created_at=_now(),
@@ -98,7 +99,8 @@ class SqlTrajectoryStore:
         elif _header(row) != header:
             raise Conflict(
                 f"trajectory {header.trajectory_id} exists with a different header "
-                f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r})"
+                f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r}, "
+                f"run_id={row.run_id!r})"
             )
         return _trajectory(row, ())
 
@@ -398,6 +400,7 @@ def _header(row: TrajectoryRow) -> TrajectoryHeader:
         role=row.role,
         task=row.task,
         task_type=row.task_type,
+        run_id=row.run_id,
     )
 
 
