@@ -27,6 +27,7 @@ from cluster.jobs.runs import JobRuns
 from cluster.serve_config import AttributionConfig, ServeConfig
 from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
+from cluster.trajectories.repository import RunHold
 from pipelines.jobs import Job, run_job
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class AttributionWorker:
             history_limit=config.history_limit,
             worker=name,
             lease=timedelta(seconds=config.lease_s),
+            run_hold=RunHold(quiet=timedelta(seconds=config.run_quiet_s), longest=timedelta(seconds=config.run_wait_s)),
         )
         self._services.metrics.observe_reclaims("restart", self._analysis.release_own_claims())
         self._poll = config.poll_interval_s

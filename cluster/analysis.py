@@ -29,7 +29,7 @@ from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 from cluster.storage.heartbeat import Heartbeat
 from cluster.trajectories.models import Trajectory
-from cluster.trajectories.repository import DEFAULT_LEASE, SqlTrajectoryStore
+from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ class AnalysisService:
         lease: timedelta = DEFAULT_LEASE,
         heartbeat: timedelta | None = None,
         scorer: str = "default",
+        run_hold: RunHold | None = None,
     ) -> None:
         self.db = db
         self.experience = experience
@@ -113,6 +114,7 @@ class AnalysisService:
         # Three beats per lease: one lost beat (a slow commit) does not lose the claims.
         self.heartbeat = heartbeat or lease / 3
         self.scorer = scorer
+        self.run_hold = run_hold or RunHold()
 
     def release_own_claims(self) -> int:
         """Put back in the queue what this worker's name holds: for a worker (re)starting, whose
@@ -132,7 +134,7 @@ class AnalysisService:
         with self.db.transaction() as session:
             store = SqlTrajectoryStore(session)
             reclaimed = store.expire_leases()
-            claimed = store.claim_pending(self.batch_size, worker=self.worker, lease=self.lease)
+            claimed = store.claim_pending(self.batch_size, worker=self.worker, lease=self.lease, run_hold=self.run_hold)
         if reclaimed:
             logger.info("%d claims of stopped workers lapsed and went back to the queue", reclaimed)
         if not claimed:
@@ -164,7 +166,11 @@ class AnalysisService:
             store = SqlTrajectoryStore(session)
             batch = store.load_many(owner, ids)
             history = self._history(store, owner, batch)
-        results = attribute_batch(batch, history, scorer=self.scorer)
+            # The other roles of their runs: a later role's failure is charged to earlier hand-offs.
+            known = [t.trajectory_id for t in (*batch, *history)]
+            run_ids = [t.header.run_id for t in (*batch, *history) if t.header.run_id is not None]
+            members = store.run_members(owner, run_ids, known)
+        results = attribute_batch(batch, history, scorer=self.scorer, run_members=members)
         templates = [t for result in results for t in result.templates]
         # Served outcomes before the analysed mark: a batch marked analysed is never claimed again,
         # so an outcome left for after the mark is lost if the worker dies in between. Reported

@@ -64,6 +64,18 @@ class AttributionConfig(_Section):
             "of it): work a dead worker held waits this long for another one."
         ),
     )
+    run_quiet_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description=(
+            "A multi-agent run's trajectories are analysed once the run has been quiet this long (no "
+            "role open, none started or finalized), so later roles' outcomes reach earlier ones; 0: at once."
+        ),
+    )
+    run_wait_s: float = Field(
+        default=1800.0, ge=0, le=86_400, description="The longest a run's trajectory waits after its finalize."
+    )
 
 
 class MaintenanceConfig(_Section):

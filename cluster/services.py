@@ -22,7 +22,7 @@ from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.repository import DEFAULT_LEASE, SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
 
 logger = logging.getLogger(__name__)
 
@@ -213,11 +213,13 @@ def analysis_for(
     history_limit: int = 200,
     worker: str | None = None,
     lease: timedelta | None = None,
+    run_hold: RunHold | None = None,
 ) -> AnalysisService:
     """The analysis of one process's services; batch size defaults to ``analysis_batch_size``.
 
     ``worker`` names its claims (default: this host and process); ``lease`` is how long a claim
-    outlives its last heartbeat.
+    outlives its last heartbeat; ``run_hold`` how long a multi-agent run's trajectories wait for
+    the rest of their run.
     """
     return AnalysisService(
         services.db,
@@ -226,4 +228,5 @@ def analysis_for(
         history_limit=history_limit,
         worker=worker,
         lease=lease or DEFAULT_LEASE,
+        run_hold=run_hold,
     )

@@ -85,7 +85,9 @@ def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 2
     for _key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         for start in range(0, len(group), group_size):
             found.extend(
-                t for r in attribute_batch(group[start : start + group_size], scorer=scorer) for t in r.templates
+                t
+                for r in attribute_batch(group[start : start + group_size], scorer=scorer, run_members=trajectories)
+                for t in r.templates
             )
     return list(merge_into_library([], found).library)
 

@@ -266,7 +266,8 @@ def build_library(
             ]
             for t in same[-history_limit:] if history_limit else []:
                 history.setdefault(t.trajectory_id, t)
-        results = attribute_batch(batch, list(history.values()), scorer=scorer)
+        # The workers wait for a run to be quiet, so they see every role of it (docs/learner.md).
+        results = attribute_batch(batch, list(history.values()), scorer=scorer, run_members=ordered)
         library = merge_into_library(library, [t for r in results for t in r.templates]).library
     return library
 

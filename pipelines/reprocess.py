@@ -1,8 +1,9 @@
 """Ray Data job: re-run attribution over every stored trajectory, e.g. with a new scorer.
 
 Trajectories are grouped by (owner, role, task type) — the evidence one attribution batch may
-contrast — and each group is attributed by a pool of actors running the same
-:func:`actors.engine.attribute_batch` the live service uses. The templates found are written as an
+contrast; the other roles of their multi-agent runs are read beside them, to follow hand-offs — and
+each group is attributed by a pool of actors running the same :func:`actors.engine.attribute_batch`
+the live service uses. The templates found are written as an
 experience library file per owner (the JSON Lines export format), to compare or import, and with
 ``new_version`` also as a new library version per owner beside the active one: not served until
 ``hindsight library promote`` (see docs/jobs.md, "Library versions").
@@ -54,8 +55,12 @@ class AttributeGroups:
         for owner, ids_json in zip(batch["owner"], batch["trajectory_ids"], strict=True):
             ids = [uuid.UUID(i) for i in json.loads(ids_json)]
             with self._db.transaction() as session:
-                group = SqlTrajectoryStore(session).load_many(str(owner), ids)
-            results = attribute_batch(group, scorer=self._scorer)
+                store = SqlTrajectoryStore(session)
+                group = store.load_many(str(owner), ids)
+                # The other roles of the group's runs: their failures are charged to earlier hand-offs.
+                run_ids = [t.header.run_id for t in group if t.header.run_id is not None]
+                members = store.run_members(str(owner), run_ids, ids)
+            results = attribute_batch(group, scorer=self._scorer, run_members=members)
             found = [t.model_dump(mode="json") for r in results for t in r.templates]
             owners.append(str(owner))
             trajectories.append(len(group))

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from actors.engine.contrast import Contrast, Observation, group_by_signature, is_sensitive, observe
 from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
+from actors.engine.handoff import blame
 from actors.engine.labels import LabelledPath
 from actors.engine.templates import Finding, distil_group
 from cluster.core.types import Frozen
@@ -52,6 +53,7 @@ def attribute_batch(
     trajectories: Sequence[Trajectory],
     history: Sequence[Trajectory] | None = None,
     scorer: str | Scorer = "default",
+    run_members: Sequence[Trajectory] = (),
 ) -> list[AttributionResult]:
     """Attribute outcomes to decisions in a batch of trajectories and distil templates.
 
@@ -62,6 +64,10 @@ def attribute_batch(
             contrasts and conditions but get no result of their own. Trajectories also in the
             batch are ignored here.
         scorer: A registered scorer name (see :mod:`actors.engine.credit`) or a scorer callable.
+        run_members: The other trajectories of the multi-agent runs that batch and history
+            trajectories belong to (other roles). They decide who is blamed for a later role's
+            failure (:mod:`actors.engine.handoff`) and are no evidence themselves. Without
+            them, a trajectory is blamed only by run members in the batch or history.
 
     Returns:
         One :class:`AttributionResult` per input trajectory.
@@ -73,12 +79,13 @@ def attribute_batch(
     scorer_name = scorer if isinstance(scorer, str) else getattr(scorer, "__name__", type(scorer).__name__)
     batch_ids = {t.trajectory_id for t in trajectories}
     pool = list(trajectories) + [t for t in (history or ()) if t.trajectory_id not in batch_ids]
+    blamed = blame([*pool, *run_members])
 
     labels: list[tuple[LabelledPath, ...]] = []
     observations: list[Observation] = []
     per_trajectory: list[list[Observation]] = []
     for order, trajectory in enumerate(pool):
-        ctx = credit_context(trajectory)
+        ctx = credit_context(trajectory, blamed.get(trajectory.trajectory_id))
         scores = score_nodes(ctx, fn)
         in_batch = order < len(trajectories)
         obs = observe(ctx, scores, order=order, in_batch=in_batch)

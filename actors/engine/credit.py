@@ -149,10 +149,14 @@ def leaf_counts(tree: TreeIndex, paths: Sequence[LabelledPath]) -> dict[uuid.UUI
     return {nid: LeafCounts(pos[nid], neg[nid], par[nid]) for nid in tree.order}
 
 
-def credit_context(trajectory: Trajectory) -> CreditContext:
-    """Index, label and count a trajectory: the input every scorer gets."""
+def credit_context(trajectory: Trajectory, blamed_by: uuid.UUID | None = None) -> CreditContext:
+    """Index, label and count a trajectory: the input every scorer gets.
+
+    ``blamed_by``: the later trajectory of its run that failed through its hand-off
+    (:func:`actors.engine.handoff.blame`); its final path is then negative.
+    """
     tree = index_tree(trajectory)
-    paths = label_paths(trajectory, tree)
+    paths = label_paths(trajectory, tree, blamed_by)
     counts = leaf_counts(tree, paths)
     decisions = [nid for nid in tree.order if tree.by_id[nid].is_decision]
     return CreditContext(trajectory=trajectory, tree=tree, paths=paths, counts=counts, decision_ids=decisions)

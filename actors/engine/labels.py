@@ -8,6 +8,9 @@ Rules (hindsight step 1):
 * The *final* path is the one whose leaf arrived last (highest ``seq``): that is where the task
   ended, so the trajectory outcome also applies to it and the label is the worse of the two.
   Abandoned branches are judged by their own leaves only.
+* A trajectory *blamed* for a later role's failure in its multi-agent run
+  (:mod:`actors.engine.handoff`) has its final path labelled negative: that path is what it
+  handed on.
 
 The tree walk here tolerates what a store should never hand over (a parent id that is not in the
 trajectory, a parent cycle): such nodes are treated as roots or skipped instead of raising, so a
@@ -51,6 +54,9 @@ class LabelledPath(Frozen):
     node_ids: tuple[uuid.UUID, ...] = Field(description="Root first, leaf last.")
     label: PathLabel
     final: bool = Field(description="True for the path where the task ended (its leaf arrived last).")
+    blamed_by: uuid.UUID | None = Field(
+        default=None, description="On a final path: the later trajectory of the run whose failure it is charged with."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +125,16 @@ def worse(a: PathLabel, b: PathLabel) -> PathLabel:
     return a if _RANK[a] <= _RANK[b] else b
 
 
-def label_paths(trajectory: Trajectory, tree: TreeIndex | None = None) -> list[LabelledPath]:
+def label_paths(
+    trajectory: Trajectory, tree: TreeIndex | None = None, blamed_by: uuid.UUID | None = None
+) -> list[LabelledPath]:
     """Label every root-to-leaf path of ``trajectory``.
 
     Args:
         trajectory: The trajectory, usually finalized (an open one is labelled from leaves only).
         tree: A precomputed index, to avoid building it twice.
+        blamed_by: The later trajectory of its run that failed through its hand-off, if any
+            (:func:`actors.engine.handoff.blame`): the final path is then negative.
 
     Returns:
         One labelled path per leaf, in leaf arrival order.
@@ -140,7 +150,12 @@ def label_paths(trajectory: Trajectory, tree: TreeIndex | None = None) -> list[L
         is_final = leaf == final_leaf
         if is_final and outcome is not None:
             label = worse(label, _FROM_STATUS[outcome.status])
-        out.append(LabelledPath(leaf_id=leaf, node_ids=path_to(tree, leaf), label=label, final=is_final))
+        blamer = blamed_by if is_final else None
+        if blamer is not None:
+            label = PathLabel.NEGATIVE
+        out.append(
+            LabelledPath(leaf_id=leaf, node_ids=path_to(tree, leaf), label=label, final=is_final, blamed_by=blamer)
+        )
     return out
 
 

@@ -37,6 +37,7 @@ def register_trajectory_tools(box: Toolbox) -> None:
         agent_id: str | None,
         role: str,
         task_type: str | None,
+        run_id: str | None,
     ) -> RecordResult:
         header = None
         if task is not None or agent_id is not None:
@@ -44,7 +45,12 @@ def register_trajectory_tools(box: Toolbox) -> None:
                 raise ToolError("InvalidInput: send both task and agent_id to start a trajectory")
             with tool_errors():
                 header = TrajectoryHeader(
-                    trajectory_id=trajectory_id, agent_id=agent_id, role=role, task=task, task_type=task_type
+                    trajectory_id=trajectory_id,
+                    agent_id=agent_id,
+                    role=role,
+                    task=task,
+                    task_type=task_type,
+                    run_id=run_id,
                 )
         with tool_errors():
             result = await records.submit(RecordCall(owner, trajectory_id, nodes, header))
@@ -56,7 +62,7 @@ def register_trajectory_tools(box: Toolbox) -> None:
         "happened (execution_result: status success/failure/partial plus any keys of your own; cost fields "
         "steps, latency_ms, tokens are used to prefer cheaper actions). Send the parent's node_id as "
         "parent_id (none for the first node). Re-sending the same node is harmless. The first call for a "
-        f"trajectory must include task and agent_id. {limits}"
+        f"trajectory must include task and agent_id (and run_id if it is one role of a multi-agent run). {limits}"
     )
     async def record_trajectory_node(
         trajectory_id: Annotated[uuid.UUID, Field(description="Your id for this task's trajectory (a UUID).")],
@@ -66,8 +72,15 @@ def register_trajectory_tools(box: Toolbox) -> None:
         agent_id: Annotated[str | None, Field(description="Who you are; required with the first node.")] = None,
         role: Annotated[str, Field(description="planner, executor, verifier, ...")] = "agent",
         task_type: Annotated[str | None, Field(description="A short label such as 'import' or 'form'.")] = None,
+        run_id: Annotated[
+            str | None,
+            Field(
+                description="Id of the multi-agent run (planner, executor, verifier, ...) this trajectory is "
+                "one role of; with the first node. A later role's failure then also teaches the earlier roles."
+            ),
+        ] = None,
     ) -> RecordResult:
-        return await record(box.owner(ctx), trajectory_id, [node], task, agent_id, role, task_type)
+        return await record(box.owner(ctx), trajectory_id, [node], task, agent_id, role, task_type, run_id)
 
     @box.tool(f"Record several nodes at once (parents before children); all are stored or none. {limits}")
     async def record_trajectory_nodes(
@@ -78,8 +91,9 @@ def register_trajectory_tools(box: Toolbox) -> None:
         agent_id: str | None = None,
         role: str = "agent",
         task_type: str | None = None,
+        run_id: str | None = None,
     ) -> RecordResult:
-        return await record(box.owner(ctx), trajectory_id, nodes, task, agent_id, role, task_type)
+        return await record(box.owner(ctx), trajectory_id, nodes, task, agent_id, role, task_type, run_id)
 
     @box.tool()
     async def finalize_trajectory(

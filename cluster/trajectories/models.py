@@ -149,6 +149,10 @@ class TrajectoryHeader(Frozen):
     role: Name = Field(default="agent", description="e.g. planner, executor, verifier.")
     task: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
     task_type: Name | None = None
+    run_id: Name | None = Field(
+        default=None,
+        description="One multi-agent task run (planner → executor → verifier); its trajectories share it.",
+    )
 
 
 class Outcome(Frozen):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, bindparam, func, insert, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Table, bindparam, exists, func, insert, or_, select, true, update
+from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
 from cluster.trajectories.models import (
@@ -35,6 +35,23 @@ class TrajectoryLimits:
 # Long enough to ride out a stall (a GC pause, a slow commit) between heartbeats at a third of it,
 # short enough that work a dead worker held waits seconds, not minutes.
 DEFAULT_LEASE = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class RunHold:
+    """How long the analysis of a multi-agent run's trajectories waits for the rest of the run.
+
+    A trajectory with a run is claimed only once its run has been quiet for ``quiet`` (no member
+    open, none started or finalized since), so a later role's failure is known when the earlier
+    roles are attributed; after ``longest`` from its own finalize it is claimed anyway (a member
+    left open by a crashed agent must not hold the run for ever).
+    """
+
+    quiet: timedelta = timedelta(seconds=30)
+    longest: timedelta = timedelta(minutes=30)
+
+
+NO_HOLD = RunHold(quiet=timedelta(0), longest=timedelta(0))
 
 
 def _now() -> datetime:
@@ -87,6 +104,7 @@ class SqlTrajectoryStore:
                 role=header.role,
                 task=header.task,
                 task_type=header.task_type,
+                run_id=header.run_id,
                 status=TrajectoryStatus.OPEN.value,
                 node_count=0,
                 created_at=_now(),
@@ -98,7 +116,8 @@ class SqlTrajectoryStore:
         elif _header(row) != header:
             raise Conflict(
                 f"trajectory {header.trajectory_id} exists with a different header "
-                f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r})"
+                f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r}, "
+                f"run_id={row.run_id!r})"
             )
         return _trajectory(row, ())
 
@@ -217,12 +236,18 @@ class SqlTrajectoryStore:
     # short lease and goes back to the queue; a live claim of another worker is never taken.
 
     def claim_pending(
-        self, limit: int, *, worker: str | None = None, lease: timedelta = DEFAULT_LEASE
+        self,
+        limit: int,
+        *,
+        worker: str | None = None,
+        lease: timedelta = DEFAULT_LEASE,
+        run_hold: RunHold | None = None,
     ) -> list[tuple[str, uuid.UUID]]:
         """Claim up to ``limit`` finalized trajectories for ``worker`` for ``lease``, oldest first.
 
         Pending trajectories and claims whose lease lapsed are taken, so nothing is lost; on
-        Postgres, concurrent workers skip each other's rows instead of waiting.
+        Postgres, concurrent workers skip each other's rows instead of waiting. A trajectory of a
+        multi-agent run waits as ``run_hold`` says (default :class:`RunHold`).
         """
         now = _now()
         query = (
@@ -231,7 +256,8 @@ class SqlTrajectoryStore:
                 or_(
                     TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
                     (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(now),
-                )
+                ),
+                _run_settled(now, run_hold or RunHold()),
             )
             .order_by(TrajectoryRow.finalized_at)
             .limit(limit)
@@ -344,6 +370,21 @@ class SqlTrajectoryStore:
             )
         )
 
+    def run_members(self, owner: str, run_ids: Sequence[str], known: Sequence[uuid.UUID] = ()) -> list[Trajectory]:
+        """The owner's finalized trajectories of these runs, but for the ``known`` ones: the other
+        roles a batch needs to follow hand-offs (:mod:`actors.engine.handoff`)."""
+        if not run_ids:
+            return []
+        ids = self._session.scalars(
+            select(TrajectoryRow.trajectory_id).where(
+                TrajectoryRow.owner == owner,
+                TrajectoryRow.run_id.in_(sorted(set(run_ids))),
+                TrajectoryRow.status == TrajectoryStatus.FINALIZED.value,
+            )
+        )
+        skip = set(known)
+        return self.load_many(owner, [i for i in ids if i not in skip])
+
     def history(self, owner: str, role: str | None, task_type: str | None, limit: int = 200) -> list[uuid.UUID]:
         """Ids of the owner's most recent analysed trajectories of the same role and task type."""
         query = select(TrajectoryRow.trajectory_id).where(
@@ -391,6 +432,24 @@ class SqlTrajectoryStore:
         return row  # type: ignore[return-value]
 
 
+def _run_settled(now: datetime, hold: RunHold) -> ColumnElement[bool]:
+    """No run, or its run is quiet (see :class:`RunHold`), or it has waited long enough."""
+    if hold.quiet <= timedelta(0):
+        return true()
+    other = aliased(TrajectoryRow)
+    since = now - hold.quiet
+    busy = exists().where(
+        other.owner == TrajectoryRow.owner,
+        other.run_id == TrajectoryRow.run_id,
+        or_(
+            other.status == TrajectoryStatus.OPEN.value,
+            other.created_at > since,
+            other.finalized_at > since,
+        ),
+    )
+    return or_(TrajectoryRow.run_id.is_(None), ~busy, TrajectoryRow.finalized_at < now - hold.longest)
+
+
 def _header(row: TrajectoryRow) -> TrajectoryHeader:
     return TrajectoryHeader(
         trajectory_id=row.trajectory_id,
@@ -398,6 +457,7 @@ def _header(row: TrajectoryRow) -> TrajectoryHeader:
         role=row.role,
         task=row.task,
         task_type=row.task_type,
+        run_id=row.run_id,
     )
 
 

@@ -21,6 +21,8 @@ class TrajectoryRow(Base):
     role: Mapped[str] = mapped_column(String(200))
     task: Mapped[str] = mapped_column(Text)
     task_type: Mapped[str | None] = mapped_column(String(200))
+    # The trajectories of one multi-agent run, in start order, hand off to each other (docs/learner.md).
+    run_id: Mapped[str | None] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[dict[str, Any] | None] = mapped_column(PortableJSON)
     node_count: Mapped[int] = mapped_column(Integer, default=0)
@@ -36,7 +38,10 @@ class TrajectoryRow(Base):
     analysis_attempts: Mapped[int] = mapped_column(Integer, default=0)
     analysed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
-    __table_args__ = (Index("ix_trajectories_analysis", "analysis_status", "finalized_at"),)
+    __table_args__ = (
+        Index("ix_trajectories_analysis", "analysis_status", "finalized_at"),
+        Index("ix_trajectories_run", "owner", "run_id"),
+    )
 
 
 class NodeRow(Base):

@@ -70,3 +70,26 @@ async def test_a_finalized_trajectory_rejects_new_nodes_over_mcp(client: Client)
     result = await client.call_tool("record_trajectory_node", {"trajectory_id": tid, "node": node(root["node_id"])})
     assert result.is_error
     assert "TrajectoryClosed" in result.content[0].text
+
+
+async def test_run_id_is_in_the_schema_and_stored_with_the_trajectory(client: Client, services: Services) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("record_trajectory_node", "record_trajectory_nodes"):
+        assert "run_id" in tools[name].input_schema["properties"], name
+    assert "run_id" in (tools["record_trajectory_node"].description or "")
+    tid = str(uuid.uuid4())
+    result = await client.call_tool(
+        "record_trajectory_node",
+        {"trajectory_id": tid, "node": node(), "task": "plan", "agent_id": "p1", "role": "planner", "run_id": "r-7"},
+    )
+    assert not result.is_error, result.content
+    assert services.capture.load("local", uuid.UUID(tid)).header.run_id == "r-7"
+
+
+async def test_a_bad_run_id_is_refused_naming_the_field(client: Client) -> None:
+    result = await client.call_tool(
+        "record_trajectory_node",
+        {"trajectory_id": str(uuid.uuid4()), "node": node(), "task": "t", "agent_id": "a", "run_id": ""},
+    )
+    assert result.is_error
+    assert "run_id" in result.content[0].text

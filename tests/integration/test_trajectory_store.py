@@ -224,6 +224,14 @@ def test_reopening_with_a_different_header_conflicts(capture: CaptureService, he
         capture.open(OWNER, header.model_copy(update={"role": "planner"}))
 
 
+def test_a_run_id_is_stored_with_the_header_and_part_of_its_identity(capture: CaptureService) -> None:
+    header = TrajectoryHeader(agent_id="p1", role="planner", task="plan the sync", task_type="sync", run_id="run-1")
+    capture.open(OWNER, header)
+    assert capture.load(OWNER, header.trajectory_id).header.run_id == "run-1"
+    with pytest.raises(Conflict, match="run_id='run-1'"):
+        capture.open(OWNER, header.model_copy(update={"run_id": "run-2"}))
+
+
 def test_another_owner_sees_nothing(capture: CaptureService, header: TrajectoryHeader) -> None:
     capture.record(OWNER, header.trajectory_id, [make_node()])
     with pytest.raises(NotFound):

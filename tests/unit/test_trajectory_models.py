@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus
+from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
 
 
 def test_extra_keys_are_kept_in_data() -> None:
@@ -79,3 +79,14 @@ def test_a_timestamp_past_year_9999_is_refused_naming_the_field() -> None:
         )
     assert caught.value.errors()[0]["loc"] == ("timestamp",)
     assert "253402300799999" in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 201, "run\x00one"])
+def test_a_bad_run_id_is_refused_naming_the_field(bad: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        TrajectoryHeader(agent_id="a", task="t", run_id=bad)
+    assert caught.value.errors()[0]["loc"] == ("run_id",)
+
+
+def test_a_header_without_a_run_id_has_none() -> None:
+    assert TrajectoryHeader(agent_id="a", task="t").run_id is None
