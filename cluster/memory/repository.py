@@ -169,7 +169,9 @@ def _core(session: Session, stmt: Executable, params: Mapping[str, Any]) -> Any:
     return session.connection().execute(stmt, params)
 
 
-def _record(row: MemoryRow) -> StoredMemory:
+def _record(row: Any) -> StoredMemory:
+    """A stored version from a memory row: an ORM ``MemoryRow`` or a Core row of every column
+    with ``metadata`` as ``meta`` (:mod:`cluster.memory.statements`)."""
     scope = MemoryScope(kind=row.scope_kind, session_id=row.session_id, task_id=row.task_id)
     value: Any = row.data if row.data is not None else row.text
     record = MemoryRecord(
@@ -207,46 +209,42 @@ class SqlMemoryStore:
     # ------------------------------------------------------------------------------------- writes
 
     def latest(self, session: Session, owner: str, scope_key: str, key: str) -> StoredMemory | None:
-        """The newest version of (owner, scope, key), current or not."""
-        row = session.scalars(
-            select(MemoryRow)
-            .where(MemoryRow.owner == owner, MemoryRow.scope_key == scope_key, MemoryRow.key == key)
-            .order_by(MemoryRow.version.desc())
-            .limit(1)
-            .with_for_update()
-        ).first()
+        """The newest version of (owner, scope, key), current or not (row-locked on Postgres)."""
+        stmt = statements.latest(lock=self.dialect == "postgresql")
+        row = _core(session, stmt, {"owner": owner, "scope_key": scope_key, "key": key}).first()
         return _record(row) if row is not None else None
 
     def insert(self, session: Session, new: NewMemory) -> int:
         """Insert one version; returns its ``seq`` (the Milvus primary key, never handed out twice)."""
-        row = MemoryRow(
-            memory_id=new.memory_id,
-            lineage_id=new.lineage_id,
-            owner=new.owner,
-            scope_kind=new.scope.kind,
-            scope_key=new.scope.key,
-            session_id=new.scope.session_id,
-            task_id=new.scope.task_id,
-            key=new.key,
-            version=new.version,
-            state=MemoryState.CURRENT,
-            text=new.text,
-            data=new.value if isinstance(new.value, dict) else None,
-            meta=new.metadata,
-            entity=new.entity,
-            source_ids=list(new.source_ids),
-            context=new.context,
-            created_at=new.created_at,
-            valid_from=new.validity.valid_from,
-            expires_at=new.validity.expires_at,
-            session_bound=new.validity.session_bound,
-            activity=new.activity,
-            activity_at=new.created_at,
-            access_count=0,
-        )
-        session.add(row)
-        session.flush()
-        return row.seq
+        values = {
+            "memory_id": new.memory_id,
+            "lineage_id": new.lineage_id,
+            "owner": new.owner,
+            "scope_kind": new.scope.kind,
+            "scope_key": new.scope.key,
+            "session_id": new.scope.session_id,
+            "task_id": new.scope.task_id,
+            "key": new.key,
+            "version": new.version,
+            "state": MemoryState.CURRENT,
+            "text": new.text,
+            "data": new.value if isinstance(new.value, dict) else None,
+            "metadata": new.metadata,
+            "entity": new.entity,
+            "source_ids": list(new.source_ids),
+            "context": new.context,
+            "created_at": new.created_at,
+            "valid_from": new.validity.valid_from,
+            "expires_at": new.validity.expires_at,
+            "session_bound": new.validity.session_bound,
+            "superseded_at": None,
+            "superseded_by": None,
+            "archived_at": None,
+            "activity": new.activity,
+            "activity_at": new.created_at,
+            "access_count": 0,
+        }
+        return int(_core(session, statements.insert_version(), values).scalar_one())
 
     def supersede(self, session: Session, owner: str, seq: int, by: uuid.UUID, at: datetime) -> None:
         session.execute(
@@ -375,7 +373,7 @@ class SqlMemoryStore:
         stmt = statements.visible_rows(shape)
         out: dict[int, StoredMemory] = {}
         for start in range(0, len(wanted), 500):
-            rows = session.scalars(stmt, params | {"seqs": wanted[start : start + 500]})
+            rows = _core(session, stmt, params | {"seqs": wanted[start : start + 500]})
             out.update((row.seq, _record(row)) for row in rows)
         return out
 

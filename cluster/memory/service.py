@@ -419,8 +419,33 @@ class MemoryService:
         )
         return self.run_query(owner, request, now=now)
 
-    def run_query(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
-        """The ``memory_query`` tool: takes and returns models. A read-only unit of work."""
+    def run_query_batch(
+        self, items: Sequence[tuple[str, MemoryQuery]], *, now: datetime | None = None
+    ) -> list[MemoryQueryResult | HindsightError]:
+        """Queries of concurrent callers: one embedding pass for all, then each query as
+        :meth:`run_query` runs it (its own snapshot and cache check). Returns, in order, each
+        query's result or the error that refused it: one bad query fails only itself."""
+        vectors = self.embedder.embed([request.query for _, request in items])
+        out: list[MemoryQueryResult | HindsightError] = []
+        for (owner, request), vector in zip(items, vectors, strict=True):
+            try:
+                out.append(self.run_query(owner, request, now=now, vector=vector))
+            except HindsightError as exc:
+                out.append(exc)
+        return out
+
+    def run_query(
+        self,
+        owner: str,
+        request: MemoryQuery,
+        *,
+        now: datetime | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> MemoryQueryResult:
+        """The ``memory_query`` tool: takes and returns models. A read-only unit of work.
+
+        ``vector`` is the query's embedding when the caller has it already (a batch of queries).
+        """
         check_owner(owner)
         now = now or utcnow()
         cache_key = request.model_dump_json()
@@ -432,7 +457,8 @@ class MemoryService:
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
             # Embedded inside the read: a snapshot held a few milliseconds blocks no writer.
-            vector = self.embedder.embed([request.query])[0]
+            if vector is None:
+                vector = self.embedder.embed([request.query])[0]
             found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
             ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]

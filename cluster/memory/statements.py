@@ -21,6 +21,7 @@ from sqlalchemy import (
     bindparam,
     column,
     func,
+    insert,
     or_,
     select,
     text,
@@ -103,6 +104,11 @@ def shape_and_params(
     return shape, params
 
 
+def _row_columns() -> list[Any]:
+    """Every column of a memory row, ``metadata`` under its mapped name ``meta`` (rows read as the ORM's)."""
+    return [c.label("meta") if c.name == "metadata" else c for c in MEMORIES.columns]
+
+
 def _seqs() -> Any:
     return _m.seq.in_(bindparam("seqs", expanding=True))
 
@@ -115,9 +121,26 @@ def visible_seqs(shape: Shape) -> Select[Any]:
 
 @lru_cache(maxsize=64)
 def visible_rows(shape: Shape) -> Select[Any]:
-    """The whole rows of those of ``:seqs`` that pass the filters (ORM rows: only the few returned)."""
-    seq = MemoryRow.seq.in_(bindparam("seqs", expanding=True))
-    return select(MemoryRow).where(seq, *visible_conditions(shape, by_seq=True))
+    """The whole rows of those of ``:seqs`` that pass the filters."""
+    return select(*_row_columns()).where(_seqs(), *visible_conditions(shape, by_seq=True))
+
+
+@lru_cache(maxsize=2)
+def latest(*, lock: bool) -> Select[Any]:
+    """The newest version of ``(:owner, :scope_key, :key)``, current or not; ``lock`` takes its row lock."""
+    stmt = (
+        select(*_row_columns())
+        .where(_m.owner == bindparam("owner"), _m.scope_key == bindparam("scope_key"), _m.key == bindparam("key"))
+        .order_by(_m.version.desc())
+        .limit(1)
+    )
+    return stmt.with_for_update() if lock else stmt
+
+
+@lru_cache(maxsize=1)
+def insert_version() -> Any:
+    """One new version (values by column name), returning its ``seq``."""
+    return insert(MEMORIES).returning(_m.seq)
 
 
 @lru_cache(maxsize=1)

@@ -312,6 +312,24 @@ def test_a_candidates_cached_facts_never_make_a_forgotten_memory_visible(memory:
     assert later.hits[0].why.entities == ("Alice",)  # the entity stage still reads the cached facts
 
 
+def test_a_batch_of_queries_answers_each_in_order_and_a_bad_one_fails_alone(memory: MemoryService) -> None:
+    tea = memory.write("alice", "tea", "Alice drinks green tea", now=T0)
+    car = memory.write("bob", "car", "Bob drives a red car", now=T0)
+    out = memory.run_query_batch(
+        [
+            ("alice", MemoryQuery(query="what does Alice drink")),
+            ("", MemoryQuery(query="anything")),  # no owner: refused
+            ("bob", MemoryQuery(query="what does Bob drive")),
+            ("alice", MemoryQuery(query="what does Bob drive")),  # owners stay apart inside a batch
+        ],
+        now=T0 + timedelta(seconds=1),
+    )
+    assert isinstance(out[1], InvalidInput)
+    assert ids(out[0])[0] == tea
+    assert ids(out[2]) == [car]
+    assert car not in ids(out[3])
+
+
 def test_results_explain_every_stage(memory: MemoryService) -> None:
     memory.write("alice", "tea", "Alice drinks green tea", source_ids=["turn-1", "turn-2"], now=T0)
     hit = memory.run_query("alice", MemoryQuery(query="green tea", entity=None), now=T0).hits[0]
