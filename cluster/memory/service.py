@@ -419,21 +419,6 @@ class MemoryService:
         )
         return self.run_query(owner, request, now=now)
 
-    def run_query_batch(
-        self, items: Sequence[tuple[str, MemoryQuery]], *, now: datetime | None = None
-    ) -> list[MemoryQueryResult | HindsightError]:
-        """Queries of concurrent callers: one embedding pass for all, then each query as
-        :meth:`run_query` runs it (its own snapshot and cache check). Returns, in order, each
-        query's result or the error that refused it: one bad query fails only itself."""
-        vectors = self.embedder.embed([request.query for _, request in items])
-        out: list[MemoryQueryResult | HindsightError] = []
-        for (owner, request), vector in zip(items, vectors, strict=True):
-            try:
-                out.append(self.run_query(owner, request, now=now, vector=vector))
-            except HindsightError as exc:
-                out.append(exc)
-        return out
-
     def run_query(
         self,
         owner: str,
@@ -444,7 +429,8 @@ class MemoryService:
     ) -> MemoryQueryResult:
         """The ``memory_query`` tool: takes and returns models. A read-only unit of work.
 
-        ``vector`` is the query's embedding when the caller has it already (a batch of queries).
+        ``vector`` is the query's embedding when the caller has it already (the tool embeds
+        concurrent queries in one pass).
         """
         check_owner(owner)
         now = now or utcnow()

@@ -30,9 +30,9 @@ from cluster.memory.policy import MemoryScope, Ttl
 from cluster.tools.batching import Batcher
 from cluster.tools.common import Toolbox, answer, tool_errors
 
-#: At most this many concurrent queries share an embedding pass: they then run one after another,
-#: so the bound is also how many queries the last of a batch may wait for.
-QUERY_BATCH = 16
+#: At most this many concurrent queries share an embedding pass (a pass of 16 short texts costs
+#: about half of 16 single ones; a larger one makes its first caller wait longer).
+EMBED_BATCH = 16
 
 HIT_TEXT_CHARS = 300
 """A hit's value in the text answer is cut here; the structured answer has it whole."""
@@ -74,9 +74,10 @@ def register_memory_tools(box: Toolbox) -> None:
         lambda items: box.call(box.services.memory.apply_write_batch, items)
     )
 
-    # Concurrent queries share one embedding pass (each still reads its own snapshot).
-    queries: Batcher[tuple[str, MemoryQuery], MemoryQueryResult] = Batcher(
-        lambda items: box.call(box.services.memory.run_query_batch, items), limit=QUERY_BATCH
+    # Concurrent queries share one embedding pass; each then runs on its own thread, so one query's
+    # waits (Milvus, SQL) overlap another's work.
+    embeddings: Batcher[str, list[float]] = Batcher(
+        lambda texts: box.call(box.services.memory.embedder.embed, texts), limit=EMBED_BATCH
     )
 
     @box.tool()
@@ -127,8 +128,8 @@ def register_memory_tools(box: Toolbox) -> None:
                 query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
             )
         start = time.perf_counter()
-        with tool_errors():
-            result = await queries.submit((owner, request))
+        vector = await embeddings.submit(request.query)
+        result = await box.call(box.services.memory.run_query, owner, request, vector=vector)
         box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
         return answer(result, _hit_lines(result))
 

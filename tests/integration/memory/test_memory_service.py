@@ -312,22 +312,17 @@ def test_a_candidates_cached_facts_never_make_a_forgotten_memory_visible(memory:
     assert later.hits[0].why.entities == ("Alice",)  # the entity stage still reads the cached facts
 
 
-def test_a_batch_of_queries_answers_each_in_order_and_a_bad_one_fails_alone(memory: MemoryService) -> None:
-    tea = memory.write("alice", "tea", "Alice drinks green tea", now=T0)
-    car = memory.write("bob", "car", "Bob drives a red car", now=T0)
-    out = memory.run_query_batch(
-        [
-            ("alice", MemoryQuery(query="what does Alice drink")),
-            ("", MemoryQuery(query="anything")),  # no owner: refused
-            ("bob", MemoryQuery(query="what does Bob drive")),
-            ("alice", MemoryQuery(query="what does Bob drive")),  # owners stay apart inside a batch
-        ],
-        now=T0 + timedelta(seconds=1),
-    )
-    assert isinstance(out[1], InvalidInput)
-    assert ids(out[0])[0] == tea
-    assert ids(out[2]) == [car]
-    assert car not in ids(out[3])
+def test_a_query_given_its_embedding_answers_as_one_that_embeds_it(memory: MemoryService) -> None:
+    memory.write("alice", "tea", "Alice drinks green tea", now=T0)
+    memory.write("alice", "car", "Alice drives a red car", now=T0)
+    request = MemoryQuery(query="what does Alice drink")
+    vector = memory.embedder.embed([request.query])[0]
+    given = memory.run_query("alice", request, now=T0 + timedelta(seconds=1), vector=vector)
+    memory.cache.max_bytes = 0  # the second answer must be computed, not served from the cache
+    own = memory.run_query("alice", request, now=T0 + timedelta(seconds=1))
+    assert not own.cached
+    assert ids(given) == ids(own)
+    assert [h.score for h in given.hits] == [h.score for h in own.hits]
 
 
 def test_results_explain_every_stage(memory: MemoryService) -> None:
