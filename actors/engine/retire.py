@@ -167,12 +167,12 @@ def _tighten_bounds(
         bound = _midpoint(high, above[0], integers)
         predicates = [p for p in predicates if not (p.feature == feature and p.op in ("<", "<="))]
         predicates.append(Predicate(feature=feature, op="<=", value=bound))
-        reasons.append(f"failed in {len(above)} runs with {feature} above {_text(high)}, where it last worked")
+        reasons.append(f"failed in {len(above)} run(s) with {feature} above {_text(high)}, where it last worked")
     if len(below) >= MIN_FAILURES:
         bound = _midpoint(low, below[0], integers)
         predicates = [p for p in predicates if not (p.feature == feature and p.op in (">", ">="))]
         predicates.append(Predicate(feature=feature, op=">", value=bound))
-        reasons.append(f"failed in {len(below)} runs with {feature} below {_text(low)}, where it first worked")
+        reasons.append(f"failed in {len(below)} run(s) with {feature} below {_text(low)}, where it first worked")
     return predicates, " and ".join(reasons)
 
 
