@@ -210,8 +210,12 @@ def _merge_conditions(
     by_key = {_op_key(p): p for p in new.condition.predicates}
     out = []
     for p in old.condition.predicates:
-        q = by_key[_op_key(p)]
-        if _is_string_set(p):
+        q = by_key.get(_op_key(p))
+        if q is None:
+            # Only a retired template's successor takes merges of another shape (the stale rule
+            # learned again): the bound the evidence added stays.
+            out.append(p)
+        elif _is_string_set(p):
             out.append(set_predicate(p.feature, _set_of(p) | _set_of(q)))
         elif isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
             mean = (p.value * w_old + q.value * w_new) / max(1, w_old + w_new)

@@ -151,3 +151,13 @@ def test_a_new_template_is_repaired_before_it_is_stored() -> None:
     assert result.retired == ()
     assert [t.condition.render() for t in result.new] == ["8.5 < size_mb <= 1250.0"]
     assert repaired(new, RUNS) is new
+
+
+def test_the_stale_rule_learned_again_adds_its_support_to_the_successor_and_keeps_its_bound() -> None:
+    old = _multipart(Predicate(feature="size_mb", op=">", value=8.5))
+    first = merge_into_library([old], [], [*RUNS, _run(2000.0, False)])
+    relearned = old.model_copy(update={"support": Support(successes=5, failures=3, trajectories=5)})
+    again = merge_into_library(list(first.library), [relearned])
+    (successor,) = again.updated
+    assert successor.template_id == successor_id(old.template_id)
+    assert successor.condition.render() == "8.5 < size_mb <= 1250.0"
