@@ -23,6 +23,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from actors.engine import attribute_batch, served_feedback
+from actors.engine.retire import ActionOutcome
 from cluster.core.errors import HindsightError, LeaseLost, NotFound
 from cluster.experience.models import LearnReport
 from cluster.experience.templates import ExperienceTemplate
@@ -37,7 +38,13 @@ logger = logging.getLogger(__name__)
 class ExperienceLearner(Protocol):
     """What analysis needs from the experience library."""
 
-    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport: ...
+    def learn_in(
+        self,
+        session: Session,
+        owner: str,
+        templates: Sequence[ExperienceTemplate],
+        outcomes: Sequence[ActionOutcome] = (),
+    ) -> LearnReport: ...
 
     def report_outcome(
         self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None
@@ -53,6 +60,7 @@ def learn_batch(
     templates: Sequence[ExperienceTemplate],
     analysed: Sequence[uuid.UUID],
     worker: str | None = None,
+    outcomes: Sequence[ActionOutcome] = (),
 ) -> LearnReport:
     """Merge a batch's templates into the owner's library and mark the batch analysed, in one
     transaction; then index the new versions, outside it.
@@ -64,7 +72,7 @@ def learn_batch(
         LeaseLost: ``worker`` no longer holds the claim on the batch; nothing was stored.
     """
     with db.transaction() as session:
-        report = experience.learn_in(session, owner, templates)
+        report = experience.learn_in(session, owner, templates, outcomes)
         SqlTrajectoryStore(session).mark_analysed(owner, analysed, worker)
     experience.index_pending(owner)
     return report
@@ -179,7 +187,8 @@ class AnalysisService:
             self._feedback(owner, trajectory)
         # Learning and marking the batch analysed commit together, so a retried batch never
         # counts its evidence twice.
-        learn_batch(self.db, self.experience, owner, templates, ids, self.worker)
+        outcomes = [o for result in results for o in result.outcomes]
+        learn_batch(self.db, self.experience, owner, templates, ids, self.worker, outcomes)
         logger.info("analysed %d trajectories of %s: %d templates", len(batch), owner, len(templates))
         return len(templates)
 

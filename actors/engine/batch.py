@@ -16,6 +16,7 @@ from actors.engine.contrast import Contrast, Observation, group_by_signature, is
 from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
 from actors.engine.handoff import blame
 from actors.engine.labels import LabelledPath
+from actors.engine.retire import ActionOutcome
 from actors.engine.templates import Finding, distil_group
 from cluster.core.types import Frozen
 from cluster.experience.templates import ExperienceTemplate
@@ -47,6 +48,7 @@ class AttributionResult(Frozen):
     node_scores: tuple[NodeScore, ...] = Field(description="Decision nodes only, parents before children.")
     contrasts: tuple[Contrast, ...] = ()
     templates: tuple[ExperienceTemplate, ...] = ()
+    outcomes: tuple[ActionOutcome, ...] = ()
 
 
 def attribute_batch(
@@ -95,9 +97,14 @@ def attribute_batch(
             per_trajectory.append(obs)
 
     findings: list[Finding] = []
+    outcomes: list[ActionOutcome] = []
     for group in group_by_signature(observations).values():
-        if any(o.in_batch for o in group) and is_sensitive(group):
+        if not any(o.in_batch for o in group):
+            continue
+        if is_sensitive(group):
             findings.extend(f for f in distil_group(group) if any(o.in_batch for o in f.evidence))
+        if any(o.outcome < 0 for o in group):
+            outcomes.extend(_outcome(o) for o in group if o.outcome != 0)
 
     templates_by_order: dict[int, list[ExperienceTemplate]] = {}
     contrasts_by_order: dict[int, list[Contrast]] = {}
@@ -124,6 +131,7 @@ def attribute_batch(
                 node_scores=node_scores,
                 contrasts=tuple(contrasts_by_order.get(order, ())),
                 templates=tuple(templates_by_order.get(order, ())),
+                outcomes=tuple(outcomes) if order == 0 else (),
             )
         )
     logger.debug(
@@ -133,6 +141,16 @@ def attribute_batch(
         len(findings),
     )
     return results
+
+
+def _outcome(o: Observation) -> ActionOutcome:
+    return ActionOutcome(
+        signature=o.key,
+        action=o.action,
+        params=o.node.action_params,
+        context=o.node.context_snapshot,
+        succeeded=o.outcome > 0,
+    )
 
 
 def attribute(

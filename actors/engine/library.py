@@ -29,6 +29,13 @@ condition is narrower (the root's predicates plus more, or a stricter threshold)
 broad and adds an edge-case caveat. The root with the most support wins; ties: earliest. Any
 other template (a different avoided decoy, a broader or unrelated condition) is new: marking
 it supplementary would say it refines a rule it does not refine.
+
+With the batch's outcomes (:class:`~actors.engine.retire.ActionOutcome`), the library is checked
+against the pooled evidence (:mod:`actors.engine.retire`): before merging, a stored template the
+evidence contradicts is retired and its repaired successor joins the library; a retired template
+takes no merges and roots no edge cases. After merging, new templates are repaired in place, and
+a stored one that a merge moved into contradiction (a threshold dragged to the weighted mean) is
+retired the same way. A new template with a retired one's id is its successor's.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from pydantic import JsonValue
 
 from actors.engine.confidence import update_confidence
 from actors.engine.generalize import merge_params
+from actors.engine.retire import ActionOutcome, repaired, retire, successor_id
 from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
 from cluster.core.types import Frozen
 from cluster.experience.templates import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
@@ -54,13 +62,16 @@ class MergeResult(Frozen):
         new: Templates to insert (no related template existed).
         updated: Existing templates after merging near-duplicates into them (same ids).
         supplementary: Templates to insert as edge cases of an existing one (``parent_id`` set).
-        library: The whole library after the merge: existing (updated in place), then new and
-            supplementary templates in input order.
+        retired: Existing templates the evidence contradicts, ``retired_reason`` set (same ids);
+            their successors, if any, are among ``new``.
+        library: The whole library after the merge: existing (updated in place, retired ones
+            included), then new and supplementary templates in input order.
     """
 
     new: tuple[ExperienceTemplate, ...] = ()
     updated: tuple[ExperienceTemplate, ...] = ()
     supplementary: tuple[ExperienceTemplate, ...] = ()
+    retired: tuple[ExperienceTemplate, ...] = ()
     library: tuple[ExperienceTemplate, ...] = ()
 
 
@@ -199,8 +210,12 @@ def _merge_conditions(
     by_key = {_op_key(p): p for p in new.condition.predicates}
     out = []
     for p in old.condition.predicates:
-        q = by_key[_op_key(p)]
-        if _is_string_set(p):
+        q = by_key.get(_op_key(p))
+        if q is None:
+            # Only a retired template's successor takes merges of another shape (the stale rule
+            # learned again): the bound the evidence added stays.
+            out.append(p)
+        elif _is_string_set(p):
             out.append(set_predicate(p.feature, _set_of(p) | _set_of(q)))
         elif isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
             mean = (p.value * w_old + q.value * w_new) / max(1, w_old + w_new)
@@ -317,30 +332,55 @@ def _merge_pattern(old: ActionPattern | None, new: ActionPattern | None) -> Acti
     return old.model_copy(update={"params": merge_params(old.params, new.params)})
 
 
-def merge_into_library(existing: Sequence[ExperienceTemplate], new: Sequence[ExperienceTemplate]) -> MergeResult:
+def merge_into_library(
+    existing: Sequence[ExperienceTemplate],
+    new: Sequence[ExperienceTemplate],
+    outcomes: Sequence[ActionOutcome] = (),
+) -> MergeResult:
     """Decide for each new template: merge into a near-duplicate, add as supplementary, or add as new.
 
-    Pure: nothing is stored; the caller writes ``new``, ``updated`` and ``supplementary``. New
-    templates are taken in order, and each sees the ones before it, so duplicates within
-    ``new`` merge too.
+    Pure: nothing is stored; the caller writes ``new``, ``updated`` and ``supplementary``, and
+    ``retired``. New templates are taken in order, and each sees the ones before it, so
+    duplicates within ``new`` merge too.
 
     Args:
         existing: The current library (usually the templates sharing the new ones' signatures).
         new: Freshly distilled templates, e.g. from ``AttributionResult.templates``.
+        outcomes: The pooled evidence at the batch's signatures (``AttributionResult.outcomes``);
+            without it nothing is retired or repaired.
 
     Returns:
         The partition of changes and the resulting library.
     """
     library: list[ExperienceTemplate] = list(existing)
-    origin: list[str] = ["existing"] * len(library)  # existing | new | supplementary
+    origin: list[str] = ["existing"] * len(library)  # existing | new | supplementary | retired
     changed: set[int] = set()
+    by_signature = _by_signature(outcomes)
+
+    def retire_at(i: int) -> None:
+        retirement = retire(library[i], by_signature.get(library[i].signature, ()))
+        if retirement is None:
+            return
+        library[i], origin[i] = retirement.retired, "retired"
+        successor = retirement.successor
+        if successor is not None and all(t.template_id != successor.template_id for t in library):
+            library.append(successor)
+            origin.append("new")
+
+    for i in range(len(library)):
+        retire_at(i)
     for template in new:
+        while any(t.template_id == template.template_id and t.retired_reason is not None for t in library):
+            template = template.model_copy(update={"template_id": successor_id(template.template_id)})
         index = next(
             (
                 i
                 for i, t in enumerate(library)
-                if t.template_id == template.template_id
-                or (is_near_duplicate(t, template) and not _contradicted(library, t, template))
+                if t.retired_reason is None
+                and (
+                    t.template_id == template.template_id
+                    or (is_near_duplicate(t, template) and not _contradicted(library, t, template))
+                )
             ),
             None,
         )
@@ -357,17 +397,35 @@ def merge_into_library(existing: Sequence[ExperienceTemplate], new: Sequence[Exp
         else:
             library.append(template.model_copy(update={"parent_id": parent.template_id}))
             origin.append("supplementary")
+    for i in range(len(library)):
+        if origin[i] in ("new", "supplementary"):
+            fixed = repaired(library[i], by_signature.get(library[i].signature, ()))
+            if fixed is None:
+                origin[i] = "dropped"  # nothing of its condition survives the evidence: never stored
+            else:
+                library[i] = fixed
+        elif origin[i] == "existing" and i in changed:
+            retire_at(i)
+    kept = [i for i, o in enumerate(origin) if o != "dropped"]
     return MergeResult(
-        new=tuple(t for t, o in zip(library, origin, strict=True) if o == "new"),
+        new=tuple(library[i] for i in kept if origin[i] == "new"),
         updated=tuple(library[i] for i in sorted(changed) if origin[i] == "existing"),
-        supplementary=tuple(t for t, o in zip(library, origin, strict=True) if o == "supplementary"),
-        library=tuple(library),
+        supplementary=tuple(library[i] for i in kept if origin[i] == "supplementary"),
+        retired=tuple(library[i] for i in kept if origin[i] == "retired"),
+        library=tuple(library[i] for i in kept),
     )
+
+
+def _by_signature(outcomes: Sequence[ActionOutcome]) -> dict[str, list[ActionOutcome]]:
+    out: dict[str, list[ActionOutcome]] = {}
+    for o in outcomes:
+        out.setdefault(o.signature, []).append(o)
+    return out
 
 
 def _family_root(library: Sequence[ExperienceTemplate], template: ExperienceTemplate) -> ExperienceTemplate | None:
     """The root (parentless) template that ``template`` is an edge case of, most support first; ties: earliest."""
-    family = [t for t in library if t.parent_id is None and is_edge_case(t, template)]
+    family = [t for t in library if t.parent_id is None and t.retired_reason is None and is_edge_case(t, template)]
     if not family:
         return None
     return max(family, key=lambda t: (t.support.successes + t.support.failures, -library.index(t)))

@@ -103,6 +103,9 @@ class LearnReport(Frozen):
     new: tuple[uuid.UUID, ...] = ()
     merged: tuple[uuid.UUID, ...] = Field(default=(), description="Existing templates that absorbed new evidence.")
     supplementary: tuple[uuid.UUID, ...] = Field(default=(), description="New edge-case templates with a parent.")
+    retired: tuple[uuid.UUID, ...] = Field(
+        default=(), description="Templates later evidence contradicted: kept with their reason, no longer served."
+    )
 
 
 class ImportReport(Frozen):

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from actors.engine import apply_outcome, merge_into_library
+from actors.engine.retire import ActionOutcome
 from actors.engine.serving import (
     Fit,
     applicable,
@@ -211,6 +212,8 @@ class ExperienceService:
                 continue
             if task_type is not None and template.task_type not in (task_type, None):
                 continue
+            if template.retired_reason is not None:
+                continue  # kept for the record; later evidence contradicted it
             kept.append(template)
         scored: list[ScoredTemplate] = []
         if situation is None:
@@ -274,13 +277,21 @@ class ExperienceService:
         self.index_pending(owner)
         return report
 
-    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport:
+    def learn_in(
+        self,
+        session: Session,
+        owner: str,
+        templates: Sequence[ExperienceTemplate],
+        outcomes: Sequence[ActionOutcome] = (),
+    ) -> LearnReport:
         """Merge templates into the owner's library inside the caller's unit of work.
 
         Near-duplicates merge into the existing template (support adds up, evidence already
         counted is not counted again); an edge case of an existing family becomes a supplementary
-        template linked to the family's root. Every row written carries a "to index" mark: its
-        vector is written after the commit, by :meth:`index_pending`, never inside the transaction.
+        template linked to the family's root. With the batch's ``outcomes``, a stored template they
+        contradict is retired (kept with its reason, never served) and its repaired successor is
+        stored beside it (``actors.engine.retire``). Every row written carries a "to index" mark:
+        its vector is written after the commit, by :meth:`index_pending`, never inside the transaction.
         """
         _check_owner(owner)
         store = SqlExperienceStore(session)
@@ -289,24 +300,27 @@ class ExperienceService:
         # The engine names a template by its content alone; two owners (or two versions) learning
         # the same rule must still get templates of their own (ids are a global key in SQL and Milvus).
         templates = [t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version)}) for t in templates]
-        existing = store.families(owner, [t.signature for t in templates], version)
-        result = merge_into_library(existing, templates)
+        signatures = list(dict.fromkeys([*(t.signature for t in templates), *(o.signature for o in outcomes)]))
+        existing = store.families(owner, signatures, version)
+        result = merge_into_library(existing, templates, outcomes)
         for template in (*result.new, *result.supplementary):
             store.insert(owner, template, version=version)
-        for template in result.updated:
+        for template in (*result.updated, *result.retired):
             store.replace(owner, template, ConfidenceReason.MERGED)
-        if result.new or result.updated or result.supplementary:
+        if result.new or result.updated or result.supplementary or result.retired:
             logger.info(
-                "learned for %s: %d new, %d merged, %d supplementary",
+                "learned for %s: %d new, %d merged, %d supplementary, %d retired",
                 owner,
                 len(result.new),
                 len(result.updated),
                 len(result.supplementary),
+                len(result.retired),
             )
         return LearnReport(
             new=tuple(t.template_id for t in result.new),
             merged=tuple(t.template_id for t in result.updated),
             supplementary=tuple(t.template_id for t in result.supplementary),
+            retired=tuple(t.template_id for t in result.retired),
         )
 
     def index_pending(self, owner: str | None = None, batch_size: int = 256) -> int:

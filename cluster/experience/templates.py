@@ -164,6 +164,11 @@ class ExperienceTemplate(Frozen):
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     parent_id: uuid.UUID | None = Field(default=None, description="Set on a supplementary (edge-case) template.")
     source: TemplateSource = TemplateSource.ATTRIBUTION
+    retired_reason: Text | None = Field(
+        default=None,
+        max_length=500,
+        description="Set when later evidence contradicted the template: it is kept, but never served.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -1,0 +1,226 @@
+"""Retiring templates the pooled evidence contradicts.
+
+A template learned early from few runs keeps its condition for ever unless something replaces
+it: ``size_mb <= 1373`` for ``multipart_upload``, learned before any archive between 512 and
+1373 MB was tried, still holds there after three multipart uploads of such archives failed.
+Merging does not fix it (a threshold within 50% merges to the support-weighted mean, so an old
+wide bound drags a new tight one outward), and ranking around it works only where another
+template happens to outrank it.
+
+So every batch brings its *outcomes*: each decision of the batch and of the stored history
+that attribution pooled, at a signature the batch touched, with the action, its parameters, the
+context and whether it worked (:class:`ActionOutcome`). A template is *contradicted* when, among
+the runs where its condition holds and its recommended call was made (:func:`fits_pattern`),
+
+* on a numeric feature its condition tests, at least :data:`MIN_FAILURES` runs failed beyond
+  the farthest success (above the highest or below the lowest value where it worked): a bound
+  on that feature, between the last success and the first failure, separates them; or
+* a value of a string set it tests was tried at least :data:`MIN_FAILURES` times and never
+  worked.
+
+Only features the condition already names are looked at: finding a new feature that splits the
+failures is learning, and on small samples an irrelevant feature splits a few failures by luck.
+Scattered failures (noise: the right call failing at random now and then) sit among the
+successes and contradict nothing. The evidence needed is the learner's own: a threshold sits
+midway between neighbouring observed values, so the repaired bound is where a fresh learner
+would put it.
+
+A contradicted template is *repaired*: :func:`tighten` gives its condition with the bound moved
+(or added) and the value dropped. A stored one is not edited in place: it is retired (kept, with
+``retired_reason``, never served) and its repaired successor takes its place, so the library
+shows what was believed and why it changed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+from pydantic import Field, JsonValue
+
+from actors.engine.conditions import evaluate_condition
+from actors.engine.features import flatten_context
+from actors.engine.generalize import fits_pattern
+from cluster.core.types import Frozen, JsonObject
+from cluster.experience.templates import ExperienceTemplate, Predicate
+
+MIN_FAILURES = 1
+SUCCESSOR_NAMESPACE = uuid.UUID("0c9e6a52-1d7b-4f3e-a8c4-5b2f9d7e6a10")
+
+
+class ActionOutcome(Frozen):
+    """One decision as evidence against templates: what was called, where, and whether it worked."""
+
+    signature: str
+    action: str
+    params: JsonObject = Field(default_factory=dict)
+    context: JsonObject = Field(default_factory=dict)
+    succeeded: bool
+
+
+def successor_id(template_id: uuid.UUID) -> uuid.UUID:
+    """The id of the template that replaces a retired one (stable, so a retried batch finds it)."""
+    return uuid.uuid5(SUCCESSOR_NAMESPACE, str(template_id))
+
+
+def _number(value: JsonValue) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _is_string_set(p: Predicate) -> bool:
+    if p.op == "==":
+        return isinstance(p.value, str)
+    return p.op == "in" and isinstance(p.value, list) and all(isinstance(v, str) for v in p.value)
+
+
+def _feature(context: Mapping[str, JsonValue], path: str) -> JsonValue:
+    """The feature as the learner saw it (dotted path, a list as its length)."""
+    return flatten_context(context).get(path)
+
+
+def _midpoint(a: float, b: float, integers: bool) -> JsonValue:
+    mid = (a + b) / 2
+    return round(mid) if integers and round(mid) not in (a, b) else float(f"{mid:.6g}")
+
+
+def tried_inside(template: ExperienceTemplate, outcomes: Iterable[ActionOutcome]) -> list[ActionOutcome]:
+    """The outcomes of the template's recommended call at its decision where its condition holds."""
+    return [
+        o
+        for o in outcomes
+        if o.signature == template.signature
+        and o.action == template.recommended.tool
+        and fits_pattern(template.recommended.params, o.params, o.context)
+        and evaluate_condition(template.condition, o.context) is True
+    ]
+
+
+def tighten(
+    template: ExperienceTemplate, outcomes: Sequence[ActionOutcome]
+) -> tuple[tuple[Predicate, ...], str] | None:
+    """The repaired predicates and why, or None when the evidence does not contradict the template.
+
+    The predicates are empty when nothing of the condition survives (every value of its set
+    failed): then there is no successor.
+    """
+    inside = tried_inside(template, outcomes)
+    if not any(not o.succeeded for o in inside):
+        return None
+    predicates = list(template.condition.predicates)
+    reasons: list[str] = []
+    tool = template.recommended.tool
+    for feature in dict.fromkeys(p.feature for p in template.condition.predicates):
+        on_feature = [p for p in predicates if p.feature == feature]
+        if any(_is_string_set(p) for p in on_feature):
+            predicates, why = _drop_values(predicates, feature, inside)
+        else:
+            predicates, why = _tighten_bounds(predicates, feature, inside)
+        if why:
+            reasons.append(f"{tool} {why}")
+    if not reasons:
+        return None
+    return tuple(predicates), "; ".join(reasons)
+
+
+def _drop_values(
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome]
+) -> tuple[list[Predicate], str]:
+    values: dict[str, list[bool]] = {}
+    for o in inside:
+        value = _feature(o.context, feature)
+        if isinstance(value, str):
+            values.setdefault(value, []).append(o.succeeded)
+    dead = sorted(v for v, runs in values.items() if len(runs) >= MIN_FAILURES and not any(runs))
+    if not dead:
+        return predicates, ""
+    out: list[Predicate] = []
+    for p in predicates:
+        if p.feature != feature or not _is_string_set(p):
+            out.append(p)
+            continue
+        kept = [v for v in (p.value if isinstance(p.value, list) else [p.value]) if v not in dead]
+        if not kept:
+            return [], f"never worked where {feature} is {', '.join(map(repr, dead))}"
+        out.append(
+            Predicate(feature=feature, op="==", value=kept[0])
+            if len(kept) == 1
+            else Predicate(feature=feature, op="in", value=list(kept))
+        )
+    return out, f"never worked where {feature} is {', '.join(map(repr, dead))}"
+
+
+def _tighten_bounds(
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome]
+) -> tuple[list[Predicate], str]:
+    runs = [(x, o.succeeded) for o in inside if (x := _number(_feature(o.context, feature))) is not None]
+    worked = [x for x, ok in runs if ok]
+    if not worked:
+        return predicates, ""  # nothing to keep a bound around: the whole template is in doubt, not one end
+    integers = all(isinstance(_feature(o.context, feature), int) for o in inside)
+    low, high = min(worked), max(worked)
+    above = sorted(x for x, ok in runs if not ok and x > high)
+    below = sorted((x for x, ok in runs if not ok and x < low), reverse=True)
+    reasons: list[str] = []
+    if len(above) >= MIN_FAILURES:
+        bound = _midpoint(high, above[0], integers)
+        predicates = [p for p in predicates if not (p.feature == feature and p.op in ("<", "<="))]
+        predicates.append(Predicate(feature=feature, op="<=", value=bound))
+        reasons.append(f"failed in {len(above)} run(s) with {feature} above {_text(high)}, where it last worked")
+    if len(below) >= MIN_FAILURES:
+        bound = _midpoint(low, below[0], integers)
+        predicates = [p for p in predicates if not (p.feature == feature and p.op in (">", ">="))]
+        predicates.append(Predicate(feature=feature, op=">", value=bound))
+        reasons.append(f"failed in {len(below)} run(s) with {feature} below {_text(low)}, where it first worked")
+    return predicates, " and ".join(reasons)
+
+
+def _text(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+class Retirement(Frozen):
+    """A stored template the evidence contradicts, retired, and the repaired one that replaces it."""
+
+    retired: ExperienceTemplate
+    successor: ExperienceTemplate | None = None
+
+
+def retire(template: ExperienceTemplate, outcomes: Sequence[ActionOutcome]) -> Retirement | None:
+    """Retire ``template`` if ``outcomes`` contradict it (see the module docstring); None otherwise.
+
+    The successor keeps everything but the condition (and its id, :func:`successor_id`); its
+    condition description is dropped, since it described the old predicates.
+    """
+    if template.retired_reason is not None:
+        return None
+    found = tighten(template, outcomes)
+    if found is None:
+        return None
+    predicates, why = found
+    successor = None
+    if predicates:
+        successor = template.model_copy(
+            update={
+                "template_id": successor_id(template.template_id),
+                "condition": template.condition.model_copy(update={"predicates": predicates, "description": ""}),
+            }
+        )
+    reason = f"contradicted by later evidence: {why}"
+    if successor is not None:
+        reason += f"; replaced by {successor.template_id}"
+    return Retirement(retired=template.model_copy(update={"retired_reason": reason[:500]}), successor=successor)
+
+
+def repaired(template: ExperienceTemplate, outcomes: Sequence[ActionOutcome]) -> ExperienceTemplate | None:
+    """A template not stored yet, with its condition repaired in place; None when nothing of it survives."""
+    found = tighten(template, outcomes)
+    if found is None:
+        return template
+    predicates, _ = found
+    if not predicates:
+        return None
+    return template.model_copy(
+        update={"condition": template.condition.model_copy(update={"predicates": predicates, "description": ""})}
+    )
