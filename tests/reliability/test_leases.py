@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from actors.engine.retire import ActionOutcome
 from actors.pool import start_pool, stop_pool
 from cluster.analysis import AnalysisService
 from cluster.experience.models import LearnReport
@@ -75,10 +76,16 @@ class PausedLearner:
         self.learning = threading.Event()
         self.go_on = threading.Event()
 
-    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport:
+    def learn_in(
+        self,
+        session: Session,
+        owner: str,
+        templates: Sequence[ExperienceTemplate],
+        outcomes: Sequence[ActionOutcome] = (),
+    ) -> LearnReport:
         self.learning.set()
         assert self.go_on.wait(60), "the test never let the batch go on"
-        return self.inner.learn_in(session, owner, templates)
+        return self.inner.learn_in(session, owner, templates, outcomes)
 
     def report_outcome(
         self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from actors.engine.retire import ActionOutcome
 from cluster.analysis import AnalysisService
 from cluster.experience.models import LearnReport
 from cluster.experience.service import ExperienceService
@@ -49,9 +50,15 @@ class DiesAt:
         if point == self.point:
             raise Died(point)
 
-    def learn_in(self, session: Session, owner: str, templates: Sequence[ExperienceTemplate]) -> LearnReport:
+    def learn_in(
+        self,
+        session: Session,
+        owner: str,
+        templates: Sequence[ExperienceTemplate],
+        outcomes: Sequence[ActionOutcome] = (),
+    ) -> LearnReport:
         self._maybe_die("learn_in")
-        return self.inner.learn_in(session, owner, templates)
+        return self.inner.learn_in(session, owner, templates, outcomes)
 
     def report_outcome(
         self, owner: str, template_ids: Sequence[uuid.UUID], succeeded: bool, trajectory_id: uuid.UUID | None = None
