@@ -63,10 +63,8 @@ def owns_failure(trajectory: Trajectory) -> bool:
     if any(p.label is PathLabel.POSITIVE for p in label_paths(trajectory)):
         return True
     tree = index_tree(trajectory)
-    siblings: dict[uuid.UUID | None, list[uuid.UUID]] = {}
-    for nid in tree.order:
-        siblings.setdefault(tree.parent[nid], []).append(nid)
-    for group in siblings.values():
+    roots = [nid for nid in tree.order if tree.parent[nid] is None]
+    for group in (roots, *(tree.children[nid] for nid in tree.order)):
         nodes = [tree.by_id[nid] for nid in group]
         failed = {n.chosen_action for n in nodes if n.is_decision and n.execution_result.status is ResultStatus.FAILURE}
         worked = {n.chosen_action for n in nodes if n.execution_result.status is ResultStatus.SUCCESS}

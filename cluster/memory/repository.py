@@ -337,24 +337,6 @@ class SqlMemoryStore:
 
     # -------------------------------------------------------------------------------------- reads
 
-    def _visible(self, owner: str, vis: Visibility, *, by_seq: bool = False) -> list[ColumnElement[bool]]:
-        """The entity filter, the temporal filter and version/archive state, as SQL conditions."""
-        owned = _owned(owner) if by_seq else MemoryRow.owner == owner
-        conds: list[ColumnElement[bool]] = [owned, MemoryRow.archived_at.is_(None)]
-        if vis.entity is not None:
-            conds.append(MemoryRow.entity == vis.entity)
-        if vis.scope_key is not None:
-            conds.append(MemoryRow.scope_key == vis.scope_key)
-        conds.append(MemoryRow.valid_from <= vis.valid_at)
-        conds.append(or_(MemoryRow.expires_at.is_(None), MemoryRow.expires_at > vis.valid_at))
-        if vis.as_of is not None:
-            conds.append(MemoryRow.created_at <= vis.as_of)
-            if not vis.include_history:
-                conds.append(or_(MemoryRow.superseded_at.is_(None), MemoryRow.superseded_at > vis.as_of))
-        elif not vis.include_history:
-            conds.append(MemoryRow.state == MemoryState.CURRENT)
-        return conds
-
     @staticmethod
     def _bound(owner: str, vis: Visibility) -> tuple[statements.Shape, dict[str, Any]]:
         return statements.shape_and_params(
@@ -485,13 +467,14 @@ class SqlMemoryStore:
         # Weights are {D, C, B, A}: context, key, (unused), text. Normalisation 1 divides by log length.
         weights = f"'{{{CONTEXT_WEIGHT}, {KEY_WEIGHT}, {KEY_WEIGHT}, {TEXT_WEIGHT}}}'::float4[]"
         rank = func.ts_rank(literal_column(weights), document, query, 1)
+        shape, params = self._bound(owner, vis)
         stmt = (
             select(MemoryRow.seq, rank.label("rank"))
-            .where(document.op("@@")(query), *self._visible(owner, vis))
+            .where(document.op("@@")(query), *statements.visible_conditions(shape, by_seq=False))
             .order_by(rank.desc())
             .limit(limit)
         )
-        return [LexicalHit(seq, float(score)) for seq, score in session.execute(stmt)]
+        return [LexicalHit(seq, float(score)) for seq, score in session.execute(stmt, params)]
 
     def entity_names(self, session: Session, owner: str, after_seq: int, keys: tuple[str, ...]) -> tuple[set[str], int]:
         """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
