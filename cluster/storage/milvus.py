@@ -54,6 +54,10 @@ _LITE_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,36}$")
 # Servers this process owns, by resolved file path: a process never starts a second engine on a file.
 _OWNED: dict[Path, MilvusLiteServer] = {}
 _OWNED_LOCK = threading.Lock()
+# TCP ports this process has served an engine on. gRPC shares a subchannel per address across a
+# process's channels, and pymilvus keeps its shared connection to a URI after close(): one left in
+# reconnect backoff by an engine that stopped fails a new engine's first call on the same port at once.
+_SERVED_PORTS: set[int] = set()
 
 
 def is_lite_target(target: str) -> bool:
@@ -215,7 +219,8 @@ class MilvusLiteServer:
             address = f"unix:{self._socket_path}"
             self.uri = address
         else:
-            port = self._port or free_port(self._host)
+            port = self._port or _unserved_port(self._host)
+            _SERVED_PORTS.add(port)
             address = f"{self._host}:{port}"
             self.uri = f"http://{address}"
         env = dict(os.environ)
@@ -267,6 +272,15 @@ class MilvusLiteServer:
                 self._socket_path.unlink()
                 self._socket_path.parent.rmdir()
             self._socket_path = None
+
+
+def _unserved_port(host: str) -> int:
+    """A free port no engine of this process has used (the caller holds ``_OWNED_LOCK``)."""
+    for _ in range(64):
+        port = free_port(host)
+        if port not in _SERVED_PORTS:
+            return port
+    raise StoreUnavailable(f"no free port on {host} that this process has not served Milvus on")
 
 
 def open_milvus(

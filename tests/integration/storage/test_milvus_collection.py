@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.storage import milvus
 from cluster.storage.milvus import MilvusLiteServer, open_milvus
 from cluster.storage.milvus_collection import CollectionSpec, Kind, MilvusCollection, ScalarField, literal
 
@@ -105,3 +106,27 @@ def test_a_milvus_that_went_away_is_store_unavailable_within_the_timeout(tmp_pat
         assert not collection.ready()
     finally:
         client.close()
+
+
+def test_a_new_engine_never_takes_a_port_an_engine_of_this_process_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first engine stops while a client still holds its shared connection, and a call then
+    # leaves that connection's subchannel in reconnect backoff. Had the next engine been given the
+    # same port, its first call would fail at once on that subchannel.
+    first = MilvusLiteServer(tmp_path / "first.db").__enter__()
+    old_port = int(first.uri.rsplit(":", 1)[1])
+    stale = open_milvus(str(first.path))
+    first.stop()
+    with pytest.raises(Exception, match=r"(?i)unavailable|connect"):
+        stale.list_collections(timeout=2.0)
+
+    offered = iter([old_port])
+    real_free_port = milvus.free_port
+    monkeypatch.setattr(milvus, "free_port", lambda host: next(offered, None) or real_free_port(host))
+    with MilvusLiteServer(tmp_path / "second.db") as second:
+        assert int(second.uri.rsplit(":", 1)[1]) != old_port
+        fresh = open_milvus(str(second.path))
+        assert fresh.list_collections() == []
+        fresh.close()
+    stale.close()
