@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from cluster import net
 from cluster.core.errors import InvalidInput, StoreUnavailable
-from cluster.storage import milvus
 from cluster.storage.milvus import MilvusLiteServer, open_milvus
 from cluster.storage.milvus_collection import CollectionSpec, Kind, MilvusCollection, ScalarField, literal
 
@@ -122,8 +122,7 @@ def test_a_new_engine_never_takes_a_port_an_engine_of_this_process_served(
         stale.list_collections(timeout=2.0)
 
     offered = iter([old_port])
-    real_free_port = milvus.free_port
-    monkeypatch.setattr(milvus, "free_port", lambda host: next(offered, None) or real_free_port(host))
+    monkeypatch.setattr("cluster.storage.milvus.free_port", lambda host: next(offered, None) or net.free_port(host))
     with MilvusLiteServer(tmp_path / "second.db") as second:
         assert int(second.uri.rsplit(":", 1)[1]) != old_port
         fresh = open_milvus(str(second.path))
