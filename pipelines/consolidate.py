@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import Field
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.retire import ActionOutcome
 from cluster.core.errors import Conflict
 from cluster.core.types import Frozen
 from cluster.experience.models import LibrarySource
@@ -82,14 +83,13 @@ def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 2
     for t in trajectories:
         groups.setdefault((t.header.role, t.header.task_type), []).append(t)
     found: list[ExperienceTemplate] = []
+    outcomes: list[ActionOutcome] = []
     for _key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         for start in range(0, len(group), group_size):
-            found.extend(
-                t
-                for r in attribute_batch(group[start : start + group_size], scorer=scorer, run_members=trajectories)
-                for t in r.templates
-            )
-    return list(merge_into_library([], found).library)
+            results = attribute_batch(group[start : start + group_size], scorer=scorer, run_members=trajectories)
+            found.extend(t for r in results for t in r.templates)
+            outcomes.extend(o for r in results for o in r.outcomes)
+    return list(merge_into_library([], found, outcomes).library)
 
 
 def judge(

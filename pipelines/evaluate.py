@@ -268,7 +268,8 @@ def build_library(
                 history.setdefault(t.trajectory_id, t)
         # The workers wait for a run to be quiet, so they see every role of it (docs/learner.md).
         results = attribute_batch(batch, list(history.values()), scorer=scorer, run_members=ordered)
-        library = merge_into_library(library, [t for r in results for t in r.templates]).library
+        outcomes = [o for r in results for o in r.outcomes]
+        library = merge_into_library(library, [t for r in results for t in r.templates], outcomes).library
     return library
 
 
@@ -359,6 +360,8 @@ def serve(
             continue
         if any(p.trajectory_id == own for p in template.provenance):
             continue
+        if template.retired_reason is not None:
+            continue  # kept for the record, never served
         judged = fit(template, snapshot, features, actions, signature)
         if judged is Fit.NOT_APPLICABLE:
             continue

@@ -27,6 +27,7 @@ import ray
 import ray.data
 
 from actors.engine import attribute_batch
+from actors.engine.retire import ActionOutcome
 from cluster.experience.exchange import export_lines
 from cluster.experience.models import LibrarySource
 from cluster.experience.service import ExperienceService
@@ -52,6 +53,7 @@ class AttributeGroups:
         owners: list[str] = []
         trajectories: list[int] = []
         templates: list[str] = []
+        outcomes: list[str] = []
         for owner, ids_json in zip(batch["owner"], batch["trajectory_ids"], strict=True):
             ids = [uuid.UUID(i) for i in json.loads(ids_json)]
             with self._db.transaction() as session:
@@ -65,10 +67,12 @@ class AttributeGroups:
             owners.append(str(owner))
             trajectories.append(len(group))
             templates.append(json.dumps(found))
+            outcomes.append(json.dumps([o.model_dump(mode="json") for r in results for o in r.outcomes]))
         return {
             "owner": np.array(owners, dtype=object),
             "trajectories": np.array(trajectories),
             "templates": np.array(templates, dtype=object),
+            "outcomes": np.array(outcomes, dtype=object),
         }
 
 
@@ -140,10 +144,14 @@ def reprocess(
     )
     output_dir.mkdir(parents=True, exist_ok=True)
     per_owner: dict[str, list[dict[str, Any]]] = {}
+    evidence: dict[str, list[ActionOutcome]] = {}
     total = 0
     for row in dataset.iter_rows():
         total += int(row["trajectories"])
         per_owner.setdefault(str(row["owner"]), []).extend(json.loads(row["templates"]))
+        if new_version:  # only a new version checks templates against the pooled outcomes
+            pooled = [ActionOutcome.model_validate(o) for o in json.loads(row["outcomes"])]
+            evidence.setdefault(str(row["owner"]), []).extend(pooled)
     outputs = []
     for name, found in sorted(per_owner.items()):
         path = output_dir / f"{name}.jsonl"
@@ -158,7 +166,9 @@ def reprocess(
         with _experience(settings, experience) as service:
             for name, found in sorted(per_owner.items()):
                 templates = [ExperienceTemplate.model_validate(t) for t in found]
-                versions[name] = service.create_version(name, templates, source, note or f"scorer {scorer}")
+                versions[name] = service.create_version(
+                    name, templates, source, note or f"scorer {scorer}", evidence.get(name, [])
+                )
     return ReprocessSummary(len(rows), total, dict(counts), outputs, versions)
 
 

@@ -37,7 +37,7 @@ from actors.engine.credit import (
 from actors.engine.features import flatten_context
 from actors.engine.generalize import generalize_params
 from actors.engine.labels import LabelledPath, PathLabel, label_paths
-from actors.engine.library import MergeResult, merge_into_library
+from actors.engine.library import MergeResult, contradicted, merge_into_library
 from actors.engine.signature import DecisionSignature, decision_signature
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "attribute_batch",
     "available_scorers",
     "compare_costs",
+    "contradicted",
     "decision_signature",
     "evaluate_condition",
     "evaluate_features",

@@ -47,7 +47,7 @@ from pydantic import JsonValue
 
 from actors.engine.confidence import update_confidence
 from actors.engine.generalize import merge_params
-from actors.engine.retire import ActionOutcome, repaired, retire, successor_id
+from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
 from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
 from cluster.core.types import Frozen
 from cluster.experience.templates import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
@@ -414,6 +414,23 @@ def merge_into_library(
         retired=tuple(library[i] for i in kept if origin[i] == "retired"),
         library=tuple(library[i] for i in kept),
     )
+
+
+def contradicted(previous: Sequence[ExperienceTemplate], outcomes: Sequence[ActionOutcome]) -> list[ExperienceTemplate]:
+    """The templates of ``previous`` still in force that ``outcomes`` contradict, retired with the reason.
+
+    A library rebuilt from all the evidence does not merge into the one it replaces, so nothing
+    there retires what the evidence no longer supports; this is what the rebuilt library keeps
+    of those beliefs, for the record (their repaired successors are whatever the rebuild learned).
+    """
+    by_signature = _by_signature(outcomes)
+    out = []
+    for template in previous:
+        found = None if template.retired_reason else tighten(template, by_signature.get(template.signature, ()))
+        if found is not None:
+            reason = f"contradicted by the evidence of a rebuild: {found[1]}"
+            out.append(template.model_copy(update={"retired_reason": reason[:500]}))
+    return out
 
 
 def _by_signature(outcomes: Sequence[ActionOutcome]) -> dict[str, list[ActionOutcome]]:

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from actors.engine import apply_outcome, merge_into_library
+from actors.engine import apply_outcome, contradicted, merge_into_library
 from actors.engine.retire import ActionOutcome
 from actors.engine.serving import (
     Fit,
@@ -457,15 +457,19 @@ class ExperienceService:
         templates: Sequence[ExperienceTemplate],
         source: LibrarySource,
         note: str = "",
+        outcomes: Sequence[ActionOutcome] = (),
     ) -> int:
         """Build a new library version of ``templates`` beside the active one; returns its number.
 
         The version is not served until it is promoted (``cluster.experience.versions``). Templates
-        found by attribution (a reprocess run) merge with each other as live learning merges them;
-        with source ``import`` they are read as an import file is (duplicates skipped, source
-        ``import``). Versions beyond the newest ``versions_kept`` (never the active or the previous
-        one) are deleted, SQL rows first, then their vectors. All or nothing in SQL; the new
-        version's vectors are written after the commit (see :meth:`index_pending`).
+        found by attribution (a reprocess run) merge with each other as live learning merges them,
+        checked against the run's pooled ``outcomes``; the active version's templates those
+        outcomes contradict are kept in the new version retired, with the reason (never served),
+        so the version says what it no longer believes and why. With source ``import`` templates
+        are read as an import file is (duplicates skipped, source ``import``).
+        Versions beyond the newest ``versions_kept`` (never the active or the previous one) are
+        deleted, SQL rows first, then their vectors. All or nothing in SQL; the new version's
+        vectors are written after the commit (see :meth:`index_pending`).
 
         Raises:
             InvalidInput: ``source`` is ``live`` (live learning writes into the active version).
@@ -485,8 +489,14 @@ class ExperienceService:
                 owned = [
                     t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version)}) for t in templates
                 ]
-                result = merge_into_library([], owned)
-                for template in result.library:
+                result = merge_into_library([], owned, outcomes)
+                signatures = list(dict.fromkeys(o.signature for o in outcomes))
+                previous = store.families(owner, signatures, store.active_version(owner))
+                dropped = [
+                    t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version), "parent_id": None})
+                    for t in contradicted(previous, outcomes)
+                ]
+                for template in (*result.library, *dropped):
                     store.insert(owner, template, version=version)
             pruned = store.prune(owner, self.versions_kept)
         if pruned:

@@ -11,6 +11,8 @@ import pytest
 
 from actors.engine import attribute_batch
 from cluster.experience.models import LibrarySource
+from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.templates import Predicate
 from cluster.experience.versions import LibraryVersions
 from cluster.jobs.runs import JobContext
 from cluster.serve_config import ConsolidateParameters
@@ -119,3 +121,32 @@ def test_a_resumed_pass_skips_the_owners_its_watermark_has_done(
     versions = LibraryVersions(services.db)
     assert len(versions.versions(OWNER)) == 0  # never rebuilt, and nothing was learned live
     assert len(versions.versions("team-b")) == 2
+
+
+def test_the_new_version_keeps_the_active_rules_its_evidence_contradicts_retired(
+    ray_session: None, services: Services, tmp_path: Path
+) -> None:
+    # The active version says bulk_import for any import above 85 rows (learned elsewhere).
+    lessons = [t for result in attribute_batch(bulk_vs_single_runs()) for t in result.templates]
+    assert [t.condition.predicates for t in lessons] == [(Predicate(feature="row_count", op=">", value=85),)]
+    versions = LibraryVersions(services.db)
+    versions.promote(OWNER, services.experience.create_version(OWNER, lessons, LibrarySource.IMPORT, "elsewhere"))
+    # Here bulk_import worked up to 800 rows and failed twice far above.
+    late = [
+        insert_run(800, "bulk_import", True, run=10),
+        *(insert_run(n, "bulk_import", False, run=n) for n in (3000, 4000)),
+    ]
+    store_in_order(services, [*bulk_vs_single_runs(), *late])
+
+    outcome, _ = run_pass(services, tmp_path)
+
+    new_version = outcome.result["owners"][OWNER]["new_version"]
+    with services.db.read() as session:
+        rows = [t for t, _ in SqlExperienceStore(session).iter_owner(OWNER, version=new_version)]
+    retired = [t for t in rows if t.retired_reason is not None]
+    assert [t.condition.predicates for t in retired] == [lessons[0].condition.predicates]
+    assert "bulk_import failed in 2 run(s) with row_count above 800" in (retired[0].retired_reason or "")
+    live = [t.condition.predicates for t in rows if t.retired_reason is None and t.recommended.tool == "bulk_import"]
+    assert live == [
+        (Predicate(feature="row_count", op=">", value=85), Predicate(feature="row_count", op="<=", value=1900))
+    ]

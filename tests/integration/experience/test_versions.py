@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from alembic import command
 from pymilvus import MilvusClient
 
+from actors.engine.retire import ActionOutcome
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.embedding import CachedEmbedder
 from cluster.experience.exchange import parse_export
@@ -19,7 +20,7 @@ from cluster.experience.models import LibrarySource
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow
-from cluster.experience.templates import ExperienceTemplate
+from cluster.experience.templates import ExperienceTemplate, Predicate
 from cluster.experience.versions import LibraryVersions
 from cluster.storage.db import Database
 from cluster.storage.migrate import alembic_config
@@ -258,3 +259,36 @@ def test_the_migration_makes_existing_templates_version_1_of_their_owner(tmp_pat
     assert pending == 3
     command.downgrade(config, "0005_leases")
     db.dispose()
+
+
+def test_a_rebuilt_version_keeps_what_its_evidence_contradicts_retired_and_never_serves_it(
+    experience: ExperienceService,
+) -> None:
+    signature = "executor|catalog_import|import"
+    band = (Predicate(feature="rows", op=">", value=20), Predicate(feature="rows", op="<=", value=5000))
+    stale = template("bulk_import", signature=signature, predicates=band)
+    kept = template("validate_csv", "a supplier sends a file the first time", signature=signature)
+    experience.learn(OWNER, [stale, kept])
+
+    def run(rows: int, ok: bool) -> ActionOutcome:
+        return ActionOutcome(signature=signature, action="bulk_import", context={"rows": rows}, succeeded=ok)
+
+    # bulk_import worked up to 800 rows and failed at 3000 and 4000: the bound of 5000 is wrong.
+    outcomes = [run(100, True), run(800, True), run(3000, False), run(4000, False)]
+    fresh = template(
+        "bulk_import", signature=signature, predicates=(band[0], Predicate(feature="rows", op="<=", value=1900))
+    )
+    version = experience.create_version(OWNER, [fresh], LibrarySource.CONSOLIDATE, "", outcomes)
+
+    with experience.db.read() as session:
+        rows = [t for t, _ in SqlExperienceStore(session).iter_owner(OWNER, version=version)]
+    retired = [t for t in rows if t.retired_reason is not None]
+    assert [t.condition.predicates for t in retired] == [band]
+    assert "bulk_import failed in 2 run(s) with rows above 800" in (retired[0].retired_reason or "")
+    assert retired[0].template_id != stale.template_id
+    # The template the evidence does not contradict is not carried: the rebuild is what it learned.
+    assert [t.condition.predicates for t in rows if t.retired_reason is None] == [fresh.condition.predicates]
+
+    LibraryVersions(experience.db).promote(OWNER, version, force=True)
+    served = experience.query_experience(OWNER, CONTEXT, role="executor", min_confidence=0)
+    assert [s.template.condition.predicates for s in served.templates] == [fresh.condition.predicates]

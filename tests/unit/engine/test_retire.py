@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from actors.engine import merge_into_library
+from actors.engine import contradicted, merge_into_library
 from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
 from tests.unit.engine.builders import T0
@@ -161,3 +161,16 @@ def test_the_stale_rule_learned_again_adds_its_support_to_the_successor_and_keep
     (successor,) = again.updated
     assert successor.template_id == successor_id(old.template_id)
     assert successor.condition.render() == "8.5 < size_mb <= 1250.0"
+
+
+def test_a_rebuild_keeps_the_previous_templates_its_evidence_contradicts_retired_and_only_those() -> None:
+    stale = _multipart(*_band(8.5, 1373.45))
+    sound = _multipart(*_band(8.5, 400.0))
+    gone = stale.model_copy(update={"template_id": successor_id(stale.template_id), "retired_reason": "earlier"})
+    found = contradicted([stale, sound, gone], [*RUNS, _run(616.0, False)])
+    assert [t.template_id for t in found] == [stale.template_id]
+    assert found[0].retired_reason is not None
+    assert "multipart_upload failed in 1 run(s) with size_mb above 500" in found[0].retired_reason
+    assert "replaced by" not in found[0].retired_reason  # the rebuild's own templates replace it
+    assert found[0].condition == stale.condition
+    assert contradicted([stale], []) == []

@@ -85,6 +85,16 @@ def test_a_decision_is_never_served_a_template_learned_from_its_own_trajectory()
     assert (other.covered, other.hits_at_1) == (2, 2)
 
 
+def test_a_retired_template_is_never_served() -> None:
+    held_out = run([("add_item", "failure"), ("bulk_import", "success")])
+    twin = held_out.model_copy(update={"header": held_out.header.model_copy(update={"trajectory_id": uuid.uuid4()})})
+    library = build_library([held_out])
+    retired = [t.model_copy(update={"retired_reason": "contradicted by later evidence"}) for t in library]
+
+    assert summarize(evaluate_library(library, [twin], min_confidence=0.0))[0].covered == 2
+    assert summarize(evaluate_library(retired, [twin], min_confidence=0.0))[0].covered == 0
+
+
 def test_evaluation_learns_only_from_older_trajectories() -> None:
     # Older runs never met a large file; the newest one learned the lesson by itself.
     older = [run([("add_item", "success")], rows=10 + i, minute=i) for i in range(4)]
