@@ -42,12 +42,14 @@ logger = logging.getLogger(__name__)
 class AttributeGroups:
     """Ray Data UDF: one SQL connection per actor; each row of a batch is one trajectory group."""
 
-    def __init__(self, database_url: str, scorer: str, scorer_modules: list[str]) -> None:
+    def __init__(self, database_url: str, scorer: str, scorer_modules: list[str], with_outcomes: bool) -> None:
         # A user's scorer registers itself on import; each actor process imports it anew.
         for module in scorer_modules:
             importlib.import_module(module)
         self._db = Database(database_url)
         self._scorer = scorer
+        # The pooled outcomes only matter to a new version (create_version); otherwise not shipped.
+        self._with_outcomes = with_outcomes
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         owners: list[str] = []
@@ -67,7 +69,8 @@ class AttributeGroups:
             owners.append(str(owner))
             trajectories.append(len(group))
             templates.append(json.dumps(found))
-            outcomes.append(json.dumps([o.model_dump(mode="json") for r in results for o in r.outcomes]))
+            pooled = [o.model_dump(mode="json") for r in results for o in r.outcomes] if self._with_outcomes else []
+            outcomes.append(json.dumps(pooled))
         return {
             "owner": np.array(owners, dtype=object),
             "trajectories": np.array(trajectories),
@@ -137,6 +140,7 @@ def reprocess(
             "database_url": settings.sql_url(),
             "scorer": scorer,
             "scorer_modules": list(scorer_modules or []),
+            "with_outcomes": new_version,
         },
         batch_size=1,
         compute=ray.data.ActorPoolStrategy(size=max(1, min(actors, len(rows)))),
@@ -149,9 +153,8 @@ def reprocess(
     for row in dataset.iter_rows():
         total += int(row["trajectories"])
         per_owner.setdefault(str(row["owner"]), []).extend(json.loads(row["templates"]))
-        if new_version:  # only a new version checks templates against the pooled outcomes
-            pooled = [ActionOutcome.model_validate(o) for o in json.loads(row["outcomes"])]
-            evidence.setdefault(str(row["owner"]), []).extend(pooled)
+        pooled = [ActionOutcome.model_validate(o) for o in json.loads(row["outcomes"])]
+        evidence.setdefault(str(row["owner"]), []).extend(pooled)
     outputs = []
     for name, found in sorted(per_owner.items()):
         path = output_dir / f"{name}.jsonl"
