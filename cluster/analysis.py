@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session
 
 from actors.engine import attribute_batch, served_feedback
 from actors.engine.retire import ActionOutcome
+from actors.engine.roles import pooled_roles
 from cluster.core.errors import HindsightError, LeaseLost, NotFound
-from cluster.experience.models import LearnReport
+from cluster.experience.models import LearnReport, RoleLibraries
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 from cluster.storage.heartbeat import Heartbeat
@@ -112,6 +113,7 @@ class AnalysisService:
         heartbeat: timedelta | None = None,
         scorer: str = "default",
         run_hold: RunHold | None = None,
+        roles: RoleLibraries | None = None,
     ) -> None:
         self.db = db
         self.experience = experience
@@ -123,6 +125,7 @@ class AnalysisService:
         self.heartbeat = heartbeat or lease / 3
         self.scorer = scorer
         self.run_hold = run_hold or RunHold()
+        self.roles = roles or RoleLibraries()
 
     def release_own_claims(self) -> int:
         """Put back in the queue what this worker's name holds: for a worker (re)starting, whose
@@ -172,8 +175,8 @@ class AnalysisService:
     def _analyse(self, owner: str, ids: list[uuid.UUID]) -> int:
         with self.db.read() as session:
             store = SqlTrajectoryStore(session)
-            batch = store.load_many(owner, ids)
-            history = self._history(store, owner, batch)
+            batch = pooled_roles(store.load_many(owner, ids), self.roles)
+            history = pooled_roles(self._history(store, owner, batch), self.roles)
             # The other roles of their runs: a later role's failure is charged to earlier hand-offs.
             known = [t.trajectory_id for t in (*batch, *history)]
             run_ids = [t.header.run_id for t in (*batch, *history) if t.header.run_id is not None]
@@ -207,7 +210,8 @@ class AnalysisService:
         kinds = {(t.header.role, t.header.task_type) for t in batch}
         ids: list[uuid.UUID] = []
         for role, task_type in sorted(kinds, key=str):
-            ids.extend(i for i in store.history(owner, role, task_type, self.history_limit) if i not in current)
+            roles = self.roles.served_roles(role)
+            ids.extend(i for i in store.history(owner, roles, task_type, self.history_limit) if i not in current)
         return store.load_many(owner, ids)
 
     def _feedback(self, owner: str, trajectory: Trajectory) -> None:

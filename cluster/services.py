@@ -154,6 +154,7 @@ def build_experience_service(
         top_k=settings.experience_top_k,
         confidence_threshold=settings.confidence_threshold,
         versions_kept=settings.experience_versions_kept,
+        roles=settings.role_libraries(),
     )
 
 
@@ -229,4 +230,5 @@ def analysis_for(
         worker=worker,
         lease=lease or DEFAULT_LEASE,
         run_hold=run_hold,
+        roles=services.settings.role_libraries(),
     )

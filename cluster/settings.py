@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cluster.experience.models import RoleLibraries
 from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
 
 
@@ -91,6 +92,13 @@ class Settings(BaseSettings):
         default=5, description="Experience library versions kept per owner (plus the active and previous one)."
     )
     analysis_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 10
+    shared_roles: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description=(
+            "Roles that learn into and are served from one library: library name -> roles, e.g. "
+            '{"executor": ["executor-eu", "executor-us"]}. Unlisted roles keep their own library.'
+        ),
+    )
 
     auth_tokens: dict[str, str] = Field(
         default_factory=dict, description="Bearer token → owner. Empty means development mode: one local owner."
@@ -100,6 +108,14 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    @model_validator(mode="after")
+    def _check_shared_roles(self) -> Settings:
+        self.role_libraries()  # a role in two libraries is an error at start, not at the first query
+        return self
+
+    def role_libraries(self) -> RoleLibraries:
+        return RoleLibraries(shared={name: tuple(roles) for name, roles in self.shared_roles.items()})
 
     def sql_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'hindsight.db'}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from actors.engine.roles import pooled_roles
 from cluster.embedding.onnx_minilm import TOKENIZER_PATH
 from cluster.settings import Settings
 from cluster.storage.db import Database
@@ -44,14 +45,16 @@ def minilm_token_counter(path: Path = TOKENIZER_PATH) -> TokenCounter:
 
 
 def load_trajectories(settings: Settings, owner: str | None = None) -> dict[str, list[Trajectory]]:
-    """Finalized trajectories by owner (one owner's, or every owner's), in one read transaction."""
+    """Finalized trajectories by owner (one owner's, or every owner's), in one read transaction, each
+    under its library's role (the ``shared_roles`` setting), as the learners read them."""
+    roles = settings.role_libraries()
     db = Database(settings.sql_url())
     try:
         with db.read() as session:
             store = SqlTrajectoryStore(session)
             by_owner: dict[str, list[Trajectory]] = {}
             for (group_owner, _role, _task_type), ids in store.finalized_groups(owner).items():
-                by_owner.setdefault(group_owner, []).extend(store.load_many(group_owner, ids))
+                by_owner.setdefault(group_owner, []).extend(pooled_roles(store.load_many(group_owner, ids), roles))
     finally:
         db.dispose()
     return dict(sorted(by_owner.items()))

@@ -28,8 +28,9 @@ import ray.data
 
 from actors.engine import attribute_batch
 from actors.engine.retire import ActionOutcome
+from actors.engine.roles import pooled_roles
 from cluster.experience.exchange import export_lines
-from cluster.experience.models import LibrarySource
+from cluster.experience.models import LibrarySource, RoleLibraries
 from cluster.experience.service import ExperienceService
 from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
@@ -42,7 +43,14 @@ logger = logging.getLogger(__name__)
 class AttributeGroups:
     """Ray Data UDF: one SQL connection per actor; each row of a batch is one trajectory group."""
 
-    def __init__(self, database_url: str, scorer: str, scorer_modules: list[str], with_outcomes: bool) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        scorer: str,
+        scorer_modules: list[str],
+        with_outcomes: bool,
+        shared_roles: dict[str, tuple[str, ...]],
+    ) -> None:
         # A user's scorer registers itself on import; each actor process imports it anew.
         for module in scorer_modules:
             importlib.import_module(module)
@@ -50,6 +58,7 @@ class AttributeGroups:
         self._scorer = scorer
         # The pooled outcomes only matter to a new version (create_version); otherwise not shipped.
         self._with_outcomes = with_outcomes
+        self._roles = RoleLibraries(shared=shared_roles)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         owners: list[str] = []
@@ -60,7 +69,7 @@ class AttributeGroups:
             ids = [uuid.UUID(i) for i in json.loads(ids_json)]
             with self._db.transaction() as session:
                 store = SqlTrajectoryStore(session)
-                group = store.load_many(str(owner), ids)
+                group = pooled_roles(store.load_many(str(owner), ids), self._roles)
                 # The other roles of the group's runs: their failures are charged to earlier hand-offs.
                 run_ids = [t.header.run_id for t in group if t.header.run_id is not None]
                 members = store.run_members(str(owner), run_ids, ids)
@@ -124,7 +133,8 @@ def reprocess(
     """
     db = Database(settings.sql_url())
     with db.transaction() as session:
-        groups = SqlTrajectoryStore(session).finalized_groups(owner)
+        # Roles sharing a library (the shared_roles setting) are one group: their evidence pools.
+        groups = SqlTrajectoryStore(session).finalized_groups(owner, settings.role_libraries())
     db.dispose()
     rows: list[dict[str, Any]] = []
     for (group_owner, _role, _task_type), ids in groups.items():
@@ -141,6 +151,7 @@ def reprocess(
             "scorer": scorer,
             "scorer_modules": list(scorer_modules or []),
             "with_outcomes": new_version,
+            "shared_roles": settings.role_libraries().shared,
         },
         batch_size=1,
         compute=ray.data.ActorPoolStrategy(size=max(1, min(actors, len(rows)))),

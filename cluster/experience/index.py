@@ -139,21 +139,26 @@ class MilvusExperienceIndex:
         *,
         limit: int,
         version: int,
-        role: str | None = None,
+        roles: Sequence[str] | None = None,
         task_type: str | None = None,
         min_confidence: float = 0.0,
     ) -> list[Hit]:
         """Nearest templates of ``owner``'s library ``version`` above ``min_confidence``, best first.
 
-        ``role`` restricts to that role; ``task_type`` to that task type or to templates for any
-        task type (stored with an empty task type).
+        ``roles`` restricts to templates of those roles; ``task_type`` to that task type or to
+        templates for any task type (stored with an empty task type).
         """
+        any_of: dict[str, list[str]] = {}
+        if roles is not None:
+            any_of["role"] = list(roles)
+        if task_type is not None:
+            any_of["task_type"] = [task_type, ""]
         hits = self.rows.search(
             owner,
             vector,
             limit,
-            equals={"version": version} if role is None else {"version": version, "role": role},
-            any_of={"task_type": [task_type, ""]} if task_type is not None else None,
+            equals={"version": version},
+            any_of=any_of or None,
             at_least={"confidence": min_confidence},
         )
         return [Hit(uuid.UUID(str(key)), score) for key, score, _ in hits]

@@ -9,12 +9,51 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cluster.core.types import Frozen, JsonObject, Name, Text
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate
 
 MAX_TOP_K = 8
+
+
+class RoleLibraries(Frozen):
+    """Which roles learn into one library and are served from it (the ``shared_roles`` setting).
+
+    ``shared`` maps a library's name to the roles that share it, e.g. ``{"executor": ["executor-eu",
+    "executor-us"]}``: trajectories of those roles are learned from as role ``executor`` (their
+    evidence pools; the templates carry that role), and an agent of any of them, or of role
+    ``executor`` itself, is served that library. A role named nowhere keeps a library of its own.
+    """
+
+    shared: dict[Name, tuple[Name, ...]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_library_per_role(self) -> RoleLibraries:
+        seen: dict[str, str] = {}
+        for library, roles in self.shared.items():
+            if not roles:
+                raise ValueError(f"shared_roles[{library!r}] lists no role")
+            for role in roles:
+                if role in self.shared and role != library:
+                    raise ValueError(f"role {role!r} is itself a shared library's name; list it once")
+                if role in seen and seen[role] != library:
+                    raise ValueError(f"role {role!r} is in two shared libraries: {seen[role]!r} and {library!r}")
+                seen[role] = library
+        return self
+
+    def library(self, role: str) -> str:
+        """The role whose library ``role`` learns into and is served from."""
+        for library, roles in self.shared.items():
+            if role == library or role in roles:
+                return library
+        return role
+
+    def served_roles(self, role: str) -> tuple[str, ...]:
+        """The template roles an agent of ``role`` is served: its library's, and those its members
+        learned before they shared it (until a rebuild relearns them under the library's role)."""
+        library = self.library(role)
+        return tuple(sorted({library, *self.shared.get(library, ())}))
 
 
 class Situation(Frozen):

@@ -78,7 +78,7 @@ class ExperienceIndex(Protocol):
         *,
         limit: int,
         version: int,
-        role: str | None = None,
+        roles: Sequence[str] | None = None,
         task_type: str | None = None,
         min_confidence: float = 0.0,
     ) -> list[Hit]:

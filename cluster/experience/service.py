@@ -55,6 +55,7 @@ from cluster.experience.models import (
     LearnReport,
     LibrarySource,
     OutcomeReport,
+    RoleLibraries,
     ScoredTemplate,
     ServedExperience,
     Situation,
@@ -113,6 +114,7 @@ class ExperienceService:
         top_k: int = 5,
         confidence_threshold: float = 0.7,
         versions_kept: int = DEFAULT_VERSIONS_KEPT,
+        roles: RoleLibraries | None = None,
     ) -> None:
         if versions_kept < 1:
             raise InvalidInput("versions_kept must be at least 1")
@@ -124,6 +126,7 @@ class ExperienceService:
         self.top_k = min(max(1, top_k), MAX_TOP_K)
         self.confidence_threshold = confidence_threshold
         self.versions_kept = versions_kept
+        self.roles = roles or RoleLibraries()
         index.ensure_collection()
 
     # --- serving ----------------------------------------------------------------------------
@@ -179,12 +182,16 @@ class ExperienceService:
         # committing in between must not give an answer with templates of two versions.
         with self.db.read() as session:
             version = SqlExperienceStore(session).active_version(owner)
+        # Roles sharing a library (the shared_roles setting) are served as one: the library's role,
+        # and what its members learned before they shared it.
+        served_roles = None if include_other_roles else set(self.roles.served_roles(role))
+        role = self.roles.library(role)
         hits = self.index.search(
             owner,
             vector,
             limit=limit,
             version=version,
-            role=None if include_other_roles else role,
+            roles=None if served_roles is None else sorted(served_roles),
             task_type=task_type,
             min_confidence=threshold,
         )
@@ -208,7 +215,7 @@ class ExperienceService:
             # SQL has the last word: the index may lag behind a confidence drop or a role edit.
             if template.confidence < threshold:
                 continue
-            if not include_other_roles and template.role != role:
+            if served_roles is not None and template.role not in served_roles:
                 continue
             if task_type is not None and template.task_type not in (task_type, None):
                 continue

@@ -12,6 +12,7 @@ from sqlalchemy import ColumnElement, Table, bindparam, exists, func, insert, or
 from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
+from cluster.experience.models import RoleLibraries
 from cluster.trajectories.models import (
     AnalysisStatus,
     Node,
@@ -385,19 +386,27 @@ class SqlTrajectoryStore:
         skip = set(known)
         return self.load_many(owner, [i for i in ids if i not in skip])
 
-    def history(self, owner: str, role: str | None, task_type: str | None, limit: int = 200) -> list[uuid.UUID]:
-        """Ids of the owner's most recent analysed trajectories of the same role and task type."""
+    def history(
+        self, owner: str, roles: Sequence[str] | None, task_type: str | None, limit: int = 200
+    ) -> list[uuid.UUID]:
+        """Ids of the owner's most recent analysed trajectories of one of ``roles`` (those sharing a
+        library) and the same task type."""
         query = select(TrajectoryRow.trajectory_id).where(
             TrajectoryRow.owner == owner, TrajectoryRow.analysis_status == AnalysisStatus.DONE.value
         )
-        if role is not None:
-            query = query.where(TrajectoryRow.role == role)
+        if roles is not None:
+            query = query.where(TrajectoryRow.role.in_(roles))
         if task_type is not None:
             query = query.where(TrajectoryRow.task_type == task_type)
         return list(self._session.scalars(query.order_by(TrajectoryRow.finalized_at.desc()).limit(limit)))
 
-    def finalized_groups(self, owner: str | None = None) -> dict[tuple[str, str, str | None], list[uuid.UUID]]:
-        """Finalized trajectory ids by (owner, role, task_type), oldest first: what one batch job contrasts."""
+    def finalized_groups(
+        self, owner: str | None = None, roles: RoleLibraries | None = None
+    ) -> dict[tuple[str, str, str | None], list[uuid.UUID]]:
+        """Finalized trajectory ids by (owner, role, task_type), oldest first: what one batch job contrasts.
+
+        With ``roles``, the roles sharing a library form one group under the library's role."""
+        library = roles.library if roles is not None else str
         query = (
             select(TrajectoryRow.owner, TrajectoryRow.role, TrajectoryRow.task_type, TrajectoryRow.trajectory_id)
             .where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
@@ -407,7 +416,7 @@ class SqlTrajectoryStore:
             query = query.where(TrajectoryRow.owner == owner)
         groups: dict[tuple[str, str, str | None], list[uuid.UUID]] = {}
         for row_owner, role, task_type, trajectory_id in self._session.execute(query):
-            groups.setdefault((row_owner, role, task_type), []).append(trajectory_id)
+            groups.setdefault((row_owner, library(role), task_type), []).append(trajectory_id)
         return groups
 
     def newest_finalized(self, owner: str | None = None) -> dict[str, datetime]:
