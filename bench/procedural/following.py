@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 _PLACEHOLDER = re.compile(r"^<([^<>]+)>$")
 _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
 _RENDERED = re.compile(r"^(?P<feature>\S+) (?P<op>>=|<=|==|!=|>|<|in|contains) (?P<value>.+)$")
+# A lower and an upper bound on one feature render as a band: ``8.5 < size_mb <= 1373.45``.
+_BAND = re.compile(r"^(?P<low>\S+) (?P<lop><=|<) (?P<feature>[^\s<>=]+) (?P<hop><=|<) (?P<high>\S+)$")
+_LOWER_OP = {"<": ">", "<=": ">="}
 
 
 class Served(Frozen):
@@ -98,21 +101,32 @@ def parse_condition(text: str) -> tuple[Predicate, ...] | None:
         return ()
     out: list[Predicate] = []
     for part in text.split(" and "):
-        match = _RENDERED.match(part.strip())
-        if match is None:
+        band = _BAND.match(part.strip())
+        if band is not None:
+            parts = [
+                (band.group("feature"), _LOWER_OP[band.group("lop")], band.group("low")),
+                (band.group("feature"), band.group("hop"), band.group("high")),
+            ]
+        elif (match := _RENDERED.match(part.strip())) is not None:
+            parts = [(match.group("feature"), match.group("op"), match.group("value"))]
+        else:
             return None
-        raw = match.group("value")
-        try:
-            value = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = {"true": True, "false": False, "null": None}.get(raw, raw)
-        try:
-            out.append(
-                Predicate.model_validate({"feature": match.group("feature"), "op": match.group("op"), "value": value})
-            )
-        except ValidationError:
-            return None
+        for feature, op, raw in parts:
+            try:
+                out.append(Predicate.model_validate({"feature": feature, "op": op, "value": _literal(raw)}))
+            except ValidationError:
+                return None
     return tuple(out)
+
+
+def _literal(raw: str) -> object:
+    """A rendered value back: Python literals, a set ``{'a', 'b'}`` as a list in its order, bare words."""
+    if raw.startswith("{") and raw.endswith("}"):
+        raw = f"[{raw[1:-1]}]"
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return {"true": True, "false": False, "null": None}.get(raw, raw)
 
 
 def _pattern(raw: object) -> ActionPattern | None:

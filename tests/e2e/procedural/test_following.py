@@ -231,11 +231,37 @@ def test_full_templates_win_over_lean_lines_when_both_are_sent() -> None:
         ),
         ("aspect_ratio in ['16/9', '4/3']", (Predicate(feature="aspect_ratio", op="in", value=["16/9", "4/3"]),)),
         ("has_postcode == True", (Predicate(feature="has_postcode", op="==", value=True),)),
+        (
+            "8.5 < size_mb <= 1373.45 and resumable == True",
+            (
+                Predicate(feature="size_mb", op=">", value=8.5),
+                Predicate(feature="size_mb", op="<=", value=1373.45),
+                Predicate(feature="resumable", op="==", value=True),
+            ),
+        ),
+        (
+            "20 <= rows < 100",
+            (Predicate(feature="rows", op=">=", value=20), Predicate(feature="rows", op="<", value=100)),
+        ),
+        ("region in {'eu', 'us'}", (Predicate(feature="region", op="in", value=["eu", "us"]),)),
         ("large uniform files", None),
     ],
 )
 def test_rendered_conditions_parse_back_into_predicates(text: str, expected: tuple[Predicate, ...] | None) -> None:
     assert parse_condition(text) == expected
+
+
+@pytest.mark.parametrize(
+    "predicates",
+    [
+        (Predicate(feature="size_mb", op=">", value=8.5), Predicate(feature="size_mb", op="<=", value=1373.45)),
+        (Predicate(feature="region", op="in", value=["eu", "us"]), Predicate(feature="rows", op=">=", value=3)),
+        (Predicate(feature="mime_type", op="==", value="image/png"),),
+    ],
+)
+def test_what_the_service_renders_parses_back_to_the_same_predicates(predicates: tuple[Predicate, ...]) -> None:
+    text = Condition(predicates=predicates).render()
+    assert parse_condition(text) == predicates, text
 
 
 @pytest.mark.parametrize(
