@@ -20,6 +20,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -33,7 +34,7 @@ from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import FactsCache, QueryCache
 from cluster.memory.entities import ENTITY_KEYS, VocabularyCache, without_names
-from cluster.memory.index import MilvusMemoryIndex, VectorRow
+from cluster.memory.index import MilvusMemoryIndex, VectorHit, VectorRow
 from cluster.memory.models import (
     MaintenanceReport,
     MatchExplanation,
@@ -152,6 +153,9 @@ class MemoryService:
         self.facts = FactsCache()
         self.accesses = AccessLog(access_flush_entries, access_flush_interval)
         self._flushing = threading.Lock()
+        # Each query's embedding and vector search, beside its lexical stage (see _gather). Threads
+        # cost nothing idle; enough that concurrent queries of a replica do not queue here.
+        self._searches = ThreadPoolExecutor(max_workers=32, thread_name_prefix="memory-search")
         self.upkeep = Upkeep(
             database,
             self.store,
@@ -442,9 +446,6 @@ class MemoryService:
             cached = self.cache.get(owner, cache_key, generation, now)
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
-            # Embedded inside the read: a snapshot held a few milliseconds blocks no writer.
-            if vector is None:
-                vector = self.embedder.embed([request.query])[0]
             found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
             ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]
@@ -476,21 +477,32 @@ class MemoryService:
             as_of=request.as_of,
         )
 
-    def _dense(self, session: Session, owner: str, vector: Sequence[float], vis: Visibility) -> dict[int, float]:
+    def _search(
+        self, owner: str, query: str, vector: Sequence[float] | None, vis: Visibility
+    ) -> tuple[Sequence[float], list[VectorHit]]:
+        """The query's vector (embedded here unless given) and its first ``candidates`` neighbours."""
+        if vector is None:
+            vector = self.embedder.embed([query])[0]
+        found = self.index.search(owner, vector, self.ranking.candidates, entity=vis.entity, scope_key=vis.scope_key)
+        return vector, found
+
+    def _dense(
+        self, session: Session, owner: str, vector: Sequence[float], found: list[VectorHit], vis: Visibility
+    ) -> dict[int, float]:
         """Vector candidates that pass the SQL filters, best first (seq -> cosine similarity).
 
-        Milvus filters by owner, entity and scope; version, archive and validity live in SQL, so
-        ask for more when too many candidates were filtered out.
+        ``found`` is the first search's answer. Milvus filters by owner, entity and scope; version,
+        archive and validity live in SQL, so ask for more when too many candidates were filtered out.
         """
         want = self.ranking.candidates
         limit = want
         while True:
-            found = self.index.search(owner, vector, limit, entity=vis.entity, scope_key=vis.scope_key)
             keep = self.store.visible_seqs(session, owner, [h.seq for h in found], vis)
             dense = [(h.seq, h.similarity) for h in found if h.seq in keep]
             if len(dense) >= want or len(found) < limit or limit >= MAX_DENSE_CANDIDATES:
                 return dict(dense[:want])
             limit = min(limit * 4, MAX_DENSE_CANDIDATES)
+            found = self.index.search(owner, vector, limit, entity=vis.entity, scope_key=vis.scope_key)
 
     def candidates(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> Candidates:
         """What the ranking stages of :meth:`run_query` start from, every candidate's facts included.
@@ -502,24 +514,29 @@ class MemoryService:
         check_owner(owner)
         now = now or utcnow()
         vis = self._visibility(request, now)
-        vector = self.embedder.embed([request.query])[0]
         with self.db.read() as session:
-            return self._gather(session, owner, request, vector, vis, now, generation=None, all_facts=True)
+            return self._gather(session, owner, request, None, vis, now, generation=None, all_facts=True)
 
     def _gather(
         self,
         session: Session,
         owner: str,
         request: MemoryQuery,
-        vector: Sequence[float],
+        vector: Sequence[float] | None,
         vis: Visibility,
         now: datetime,
         *,
         generation: int | None,
         all_facts: bool,
     ) -> Candidates:
-        """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need."""
+        """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need.
+
+        The embedding (unless ``vector`` is given) and the vector search run on another thread
+        while this one plans the query and runs the lexical stage: both wait outside the GIL (the
+        model, Milvus' gRPC call, SQLite), so the lexical stage costs no latency of its own.
+        """
         policy = self.ranking
+        searching = self._searches.submit(self._search, owner, request.query, vector, vis)
         vocabulary = self.vocabularies.get(
             owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
         )
@@ -529,7 +546,7 @@ class MemoryService:
             session, owner, words, vis, policy.candidates, common_term_docs=policy.common_term_docs
         )
         lexical = {h.seq: h.score for h in hits}
-        dense = self._dense(session, owner, vector, vis)
+        dense = self._dense(session, owner, *searching.result(), vis)
         facts: dict[int, CandidateFacts] = {}
         if all_facts or needs_facts(plan, policy):
             facts = self._facts(session, owner, [*dense, *(s for s in lexical if s not in dense)])
