@@ -13,6 +13,7 @@ from cluster.settings import Settings
 from pipelines.reprocess import reprocess
 from tests.integration.experience.test_learning_loop import store_runs
 from tests.unit.engine.builders import bulk_vs_single_runs
+from tests.unit.engine.fleet_roles import regional_fleet
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
 
@@ -72,5 +73,24 @@ def test_reprocessing_builds_a_new_library_version_served_once_promoted(ray_sess
         assert served() == []  # nothing was learned live; the new version waits for its promotion
         versions.promote("team-a", 2)
         assert served()[0] == "bulk_import"
+    finally:
+        services.close()
+
+
+def test_reprocessing_pools_the_roles_the_settings_share(ray_session: None, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, shared_roles={"deployer": ["deployer-eu", "deployer-us"]})
+    services = build_services(settings)
+    try:
+        store_runs(services.db, "fleet", regional_fleet())
+        summary = reprocess(settings, tmp_path / "out", actors=1, new_version=True, experience=services.experience)
+        assert summary.groups == 1, "the two regional roles are one group"
+        LibraryVersions(services.db).promote("fleet", summary.versions["fleet"])
+        for role in ("deployer-eu", "deployer-us"):
+            result = services.experience.query_experience(
+                "fleet", "roll out the build", role=role, task_type="deploy", min_confidence=0
+            )
+            assert [(s.template.role, s.template.recommended.tool) for s in result.templates] == [
+                ("deployer", "rolling_restart")
+            ], role
     finally:
         services.close()
