@@ -13,8 +13,12 @@ job spreads the embedding (nearly all of the cost) over an actor pool:
    one Milvus client connected by URI and one SQL engine. Per batch it embeds the stored
    embedding texts, upserts ``IndexRow``\\ s through :class:`~cluster.experience.index.MilvusExperienceIndex`
    and clears the "to index" marks of exactly those versions (a row changed since keeps its mark).
-4. **Stale**: the driver deletes the ids noted in step 1 that the read did not return: templates
-   no longer in SQL.
+4. **Stale**: the driver deletes the ids noted in step 1 that SQL no longer has (read after the
+   run, never inferred from what the run returned: a run that lost pages must not delete live
+   vectors).
+5. **Check**: per owner, every template SQL holds must have exactly one vector. A template without
+   one, or a key held twice, fails the job with :class:`ReindexIncomplete` (its summary says how
+   many of each): a rerun upserts everything again.
 
 Guarantees: upserts are idempotent, so a retried batch or a rerun is harmless; the collection is
 never dropped, so queries keep working during a rebuild (they re-check every candidate in SQL).
@@ -42,7 +46,7 @@ import numpy as np
 import ray
 import ray.data
 
-from cluster.core.errors import InvalidInput
+from cluster.core.errors import HindsightError, InvalidInput
 from cluster.embedding import build_embedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.ports import IndexRow
@@ -144,10 +148,25 @@ class ReindexSummary:
     stale_removed: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     actor_peak_rss_mb: float = 0.0
+    missing: dict[str, int] = field(default_factory=dict)
+    """Templates in SQL without a vector after the run, by owner (only owners with some)."""
+    duplicates: dict[str, int] = field(default_factory=dict)
+    """Vectors beyond one per key after the run, by owner (only owners with some)."""
 
     @property
     def total(self) -> int:
         return sum(self.written.values())
+
+
+class ReindexIncomplete(HindsightError):
+    """The run ended with templates that have no vector, or keys held twice; a rerun repairs it."""
+
+    def __init__(self, summary: ReindexSummary) -> None:
+        super().__init__(
+            f"reindex incomplete: templates without a vector {summary.missing or {}}, "
+            f"duplicate vectors {summary.duplicates or {}}; run it again"
+        )
+        self.summary = summary
 
 
 @contextlib.contextmanager
@@ -187,6 +206,7 @@ def reindex(
         InvalidInput: ``actors``, ``batch_size`` or ``page_size`` below 1.
         StoreUnavailable: SQL or Milvus cannot be reached, or the Lite file is owned by a
             process that does not serve it.
+        ReindexIncomplete: after the run a template has no vector or a key is held twice.
     """
     if min(actors, batch_size, page_size) < 1:
         raise InvalidInput("actors, batch_size and page_size must be at least 1")
@@ -204,21 +224,34 @@ def reindex(
             # never counts as stale here.
             before = {o: index.ids(o) for o in owners}
         written: dict[str, int] = dict.fromkeys(owners, 0)
-        seen: dict[str, set[uuid.UUID]] = {o: set() for o in owners}
         peak = 0.0
         if owners:
             for row in _dataset(settings, uri, owners, actors, batch_size, page_size).iter_rows():
                 row_owner = str(row["owner"])
                 written[row_owner] += 1
-                seen[row_owner].add(uuid.UUID(str(row["template_id"])))
                 peak = max(peak, float(row["peak_rss_mb"]))
         stale: dict[str, int] = {}
-        with _driver_index(settings, uri) as index:
-            for o in owners:
-                gone = sorted(before[o] - seen[o])
-                index.delete(o, gone)
-                stale[o] = len(gone)
-    summary = ReindexSummary(written, stale, round(time.perf_counter() - started, 3), round(peak, 1))
+        missing: dict[str, int] = {}
+        duplicates: dict[str, int] = {}
+        db = Database(settings.sql_url())
+        try:
+            with _driver_index(settings, uri) as index:
+                for o in owners:
+                    with db.read() as session:
+                        stored = SqlExperienceStore(session).template_ids(o)
+                    gone = sorted(before[o] - stored)
+                    index.delete(o, gone)
+                    stale[o] = len(gone)
+                    lost, extra = check_index(index, o, stored)
+                    if lost:
+                        missing[o] = lost
+                    if extra:
+                        duplicates[o] = extra
+        finally:
+            db.dispose()
+    summary = ReindexSummary(
+        written, stale, round(time.perf_counter() - started, 3), round(peak, 1), missing, duplicates
+    )
     logger.info(
         "reindexed %d templates of %d owners on %d actors in %.1fs (%d stale removed)",
         summary.total,
@@ -227,7 +260,15 @@ def reindex(
         summary.seconds,
         sum(stale.values()),
     )
+    if missing or duplicates:
+        raise ReindexIncomplete(summary)
     return summary
+
+
+def check_index(index: MilvusExperienceIndex, owner: str, stored: set[uuid.UUID]) -> tuple[int, int]:
+    """``(templates of stored without a vector, vectors beyond one per key)`` for ``owner``."""
+    held = index.ids(owner)
+    return len(stored - held), index.count(owner) - len(held)
 
 
 @contextlib.contextmanager

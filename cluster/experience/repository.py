@@ -217,6 +217,11 @@ class SqlExperienceStore:
             or 0
         )
 
+    def template_ids(self, owner: str) -> set[uuid.UUID]:
+        """Ids of every template of ``owner``, of every library version (what Milvus should hold)."""
+        query = select(ExperienceTemplateRow.template_id).where(ExperienceTemplateRow.owner == owner)
+        return set(self._session.scalars(query))
+
     def owners(self) -> list[str]:
         """Owners that have templates: the one cross-owner read, used only by a full reindex."""
         return list(self._session.scalars(select(ExperienceTemplateRow.owner).distinct().order_by("owner")))

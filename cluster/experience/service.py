@@ -146,7 +146,8 @@ class ExperienceService:
     ) -> ExperienceQueryResult:
         """The owner's templates for this situation, best first, with a prompt block.
 
-        Only templates of ``role`` unless ``include_other_roles``; with ``task_type``, templates of
+        Only templates of ``role`` (or of its shared library, see ``RoleLibraries``) unless
+        ``include_other_roles``; with ``task_type``, templates of
         that task type or of none. At most ``top_k`` (default ``experience_top_k``, hard cap 8),
         each with confidence ≥ ``min_confidence`` (default ``confidence_threshold``). An empty
         library gives an empty result.
