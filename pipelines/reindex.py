@@ -163,8 +163,8 @@ class ReindexIncomplete(HindsightError):
 
     def __init__(self, summary: ReindexSummary) -> None:
         super().__init__(
-            f"reindex incomplete: templates without a vector {summary.missing or {}}, "
-            f"duplicate vectors {summary.duplicates or {}}; run it again"
+            f"reindex incomplete: templates without a vector {summary.missing}, "
+            f"duplicate vectors {summary.duplicates}; run it again"
         )
         self.summary = summary
 

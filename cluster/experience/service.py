@@ -185,14 +185,14 @@ class ExperienceService:
             version = SqlExperienceStore(session).active_version(owner)
         # Roles sharing a library (the shared_roles setting) are served as one: the library's role,
         # and what its members learned before they shared it.
-        served_roles = None if include_other_roles else set(self.roles.served_roles(role))
+        served_roles = None if include_other_roles else self.roles.served_roles(role)
         role = self.roles.library(role)
         hits = self.index.search(
             owner,
             vector,
             limit=limit,
             version=version,
-            roles=None if served_roles is None else sorted(served_roles),
+            roles=served_roles,
             task_type=task_type,
             min_confidence=threshold,
         )
