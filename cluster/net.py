@@ -138,9 +138,21 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie has ended: only its parent's wait is missing)."""
+    """Whether any thread of ``pid`` still runs (a zombie has ended: only its parent's wait is missing).
+
+    Every thread counts: the main thread of a threaded process (HAProxy is one) turns zombie
+    while the others are still exiting, and they hold its sockets until the last one is done.
+    """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    return any(_task_runs(task / "stat") for task in tasks)
+
+
+def _task_runs(stat_path: Path) -> bool:
+    try:
+        stat = stat_path.read_text()
     except OSError:
         return False
     # The state follows the parenthesised command name, which may itself hold spaces.
