@@ -298,6 +298,7 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
                 update={"predicates": _merge_conditions(old, new, w_old, add_s + add_f)}
             ),
             "caveats": _merge_caveats(old, new),
+            "retry": old.retry or new.retry,
             "confidence": max(confidence, new.confidence),
             "updated_at": max(old.updated_at, new.updated_at),
         }

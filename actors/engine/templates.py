@@ -20,6 +20,9 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
    a template always names a tool to prefer and one to avoid, both backed by real runs.
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
+5. Failures of ``a`` that the condition does not exclude, with ``a`` working in most runs there
+   and recovering when called again in the same situation, mark the template ``retry``
+   (:func:`worth_retrying`).
 
 Cost counts (:mod:`actors.engine.cost`): when ``a`` clearly costs less than ``b`` where both
 succeeded (median steps, latency or tokens), ``b``'s successes are no evidence against ``a``:
@@ -199,6 +202,7 @@ def _distil_alternative(
     inside = {b: [o for o in failed.get(b, []) if holds_all(predicates, o.features)] for b in bads}
     costlier = [o for b in bads for o in succeeded.get(b, []) if holds_all(predicates, o.features)] if cheaper else []
     counter = [o for o in good_fail + ([] if cheaper else bad_ok) if holds_all(predicates, o.features)]
+    unexplained = [o for o in good_fail if holds_all(predicates, o.features)]
     # The decoy that failed most often is the one to name; ties go alphabetically.
     ranked = sorted((b for b in bads if inside[b]), key=lambda b: (-len(inside[b]), b))
     if not recommended or not (ranked or costlier):
@@ -226,7 +230,35 @@ def _distil_alternative(
         avoid=(bad, inside[bad] + costlier),
         costlier=costlier,
         cost_gap=cheaper,
+        retry=worth_retrying(recommended, unexplained),
     )
+
+
+def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation]) -> bool:
+    """Whether the recommended call's failures where its condition holds look transient.
+
+    ``failed`` are failures no feature of the situation explains (the condition holds there).
+    The call is worth one retry when it works in most runs here and, wherever an agent called it
+    again in the same trajectory and situation, it recovered at least as often as it kept
+    failing: a failure caused by something the snapshot does not show repeats, a transient one
+    (a busy server, a lost packet) does not. With no such repeat seen, most runs working is the
+    evidence.
+    """
+    if not failed or len(worked) <= len(failed):
+        return False
+    recovered = kept_failing = 0
+    for place in {_place(o) for o in failed}:
+        first = min(o.node.seq for o in failed if _place(o) == place)
+        if any(_place(o) == place and o.node.seq > first for o in worked):
+            recovered += 1
+        elif sum(_place(o) == place for o in failed) > 1:
+            kept_failing += 1
+    return recovered >= kept_failing
+
+
+def _place(obs: Observation) -> tuple[uuid.UUID, tuple[tuple[str, object], ...]]:
+    """One trajectory in one situation: where a repeated call is a retry."""
+    return obs.trajectory.trajectory_id, tuple(sorted(obs.features.items()))
 
 
 def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) -> list[Observation]:
@@ -362,6 +394,7 @@ def _finding(
     avoid: tuple[str, Sequence[Observation]] | None = None,
     costlier: Sequence[Observation] = (),
     cost_gap: CostGap | None = None,
+    retry: bool = False,
 ) -> Finding:
     good, bad, id_predicates = identity
     avoid_tool, avoid_obs = avoid or (bad, avoided)
@@ -388,6 +421,7 @@ def _finding(
         avoid=ActionPattern(tool=avoid_tool, params=_pattern(avoid_obs)),
         rationale=rationale,
         caveats=caveats,
+        retry=retry,
         provenance=tuple(provenance),
         support=Support(
             successes=len(recommended),

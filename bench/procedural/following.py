@@ -152,6 +152,7 @@ def _parse_lean(entries: Sequence[object], role: str, task_type: str | None) -> 
                 ),
                 recommended=ActionPattern.model_validate(entry.get("recommended")),
                 avoid=_pattern(entry.get("avoid")),
+                retry=entry.get("retry") is True,
                 confidence=_score(entry.get("confidence", 0.5)),
             )
         except (ValidationError, ValueError) as exc:
@@ -285,12 +286,14 @@ def follow(
         served: Templates served for this situation.
         view: What the agent sees now.
         task_type: The task's type label.
-        tried: Calls already tried at this step (they failed); not repeated.
+        tried: Calls already tried at this step (they failed); not repeated, except once when the
+            template says its call is worth a retry.
 
     Returns:
         The call the first applicable template recommends — in the service's order when it judged
         the situation, else the most specific first — (None if none applies or its call was
-        tried), and the tools applicable templates say to avoid.
+        tried; when every untried option is one to avoid, an advised call that failed once is
+        made again), and the tools applicable templates say to avoid.
     """
     candidates = [s for s in served if usable(s, view, task_type)]
     avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None}
@@ -298,10 +301,20 @@ def follow(
     # follow its order, as a model reading the prompt block would. Otherwise the narrowest first.
     judged = any(s.applicable is not None for s in served)
     ordered = candidates if judged else sorted(candidates, key=_specificity, reverse=True)
-    for item in ordered:
-        pattern = item.template.recommended
-        call = Call(action=pattern.tool, params=fill(pattern.params, view, pattern.tool))
-        if call not in tried:
+    calls = [(item, Call(action=item.template.recommended.tool, params=_params(item, view))) for item in ordered]
+    for item, call in calls:
+        if tried.count(call) < (2 if item.template.retry else 1):
             avoid.discard(call.action)
             return Choice(call=call, template_id=str(item.template.template_id)), avoid
+    tried_tools = {c.action for c in tried}
+    if all(o.action in avoid or o.action in tried_tools for o in view.options):
+        # What is left untried is what experience says fails here: the advised call gets one more go first.
+        for item, call in calls:
+            if tried.count(call) == 1:
+                return Choice(call=call, template_id=str(item.template.template_id)), avoid
     return None, avoid
+
+
+def _params(item: Served, view: StepView) -> dict[str, JsonValue]:
+    pattern = item.template.recommended
+    return fill(pattern.params, view, pattern.tool)

@@ -92,6 +92,7 @@ class ServedExperience(Frozen):
     avoid: ActionPattern | None = None
     confidence: float
     applicable: bool | None = None
+    retry: bool = Field(default=False, description="True: if the recommended call fails, retry it once first.")
     text: str = Field(description="The rule in one line.")
 
 

@@ -661,6 +661,7 @@ def _served(scored: ScoredTemplate) -> ServedExperience:
         avoid=template.avoid,
         confidence=template.confidence,
         applicable=scored.applicable,
+        retry=template.retry,
         text=template.brief(),
     )
 

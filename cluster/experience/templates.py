@@ -20,6 +20,8 @@ from cluster.core.types import Frozen, JsonObject, Name, Text, utcnow
 # One served line stays near 70 tokens: five of them and the markers fit in 2 KB.
 BRIEF_CHARS = 320
 
+RETRY_NOTE = "it fails now and then for no reason the situation shows: if it fails, retry it once"
+
 Operator = Literal[">", ">=", "<", "<=", "==", "!=", "in", "contains"]
 
 
@@ -163,6 +165,11 @@ class ExperienceTemplate(Frozen):
     support: Support = Field(default_factory=Support)
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
     parent_id: uuid.UUID | None = Field(default=None, description="Set on a supplementary (edge-case) template.")
+    retry: bool = Field(
+        default=False,
+        description="The recommended call failed now and then where the condition holds, for no reason the "
+        "situation shows, and works in most runs: after a failure, retry it once before switching.",
+    )
     source: TemplateSource = TemplateSource.ATTRIBUTION
     retired_reason: Text | None = Field(
         default=None,
@@ -176,6 +183,9 @@ class ExperienceTemplate(Frozen):
         """Deterministic natural-language form of the template."""
         when = self.condition.render()
         parts = [f"When {when}, prefer {self.recommended.render()}" if when else f"Prefer {self.recommended.render()}"]
+        if self.retry:
+            # In the first sentence, so a line cut for the prompt block still says it.
+            parts.append(f" ({RETRY_NOTE})")
         if self.avoid is not None:
             parts.append(f"; avoid {self.avoid.render()}")
         text = "".join(parts) + "."

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from cluster.experience.templates import RETRY_NOTE
 from cluster.services import Services, analysis_for
-from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons
+from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons, send
+from tests.unit.engine.builders import GEOCODE_ACTIONS, flaky_geocode_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.milvus]
 
@@ -69,3 +71,25 @@ async def test_bad_calls_say_what_was_wrong(
     result = await client.call_tool(tool, arguments)
     assert result.is_error
     assert message in result.content[0].text, result.content[0].text
+
+
+async def test_a_call_that_fails_now_and_then_is_served_with_retry_advice(client: Client, services: Services) -> None:
+    for run in flaky_geocode_runs(recovers=True):
+        await send(client, run)
+    analysis = analysis_for(services)
+    while analysis.run_once().trajectories:
+        pass
+    situation = {
+        "context": "Geocode a delivery address",
+        "role": "agent",
+        "task_type": "geocode",
+        "context_snapshot": {"goal": "geocode the address", "has_postcode": True, "shipment": "shp_9999"},
+        "available_actions": list(GEOCODE_ACTIONS),
+    }
+    result = await client.call_tool("query_experience", situation)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    top = result.structured_content["experiences"][0]
+    assert (top["recommended"]["tool"], top["applicable"], top["retry"]) == ("geocode_structured", True, True)
+    assert RETRY_NOTE in result.content[0].text  # the prompt block a model reads says it too
+    assert "templates" not in result.structured_content or not result.structured_content["templates"]

@@ -191,6 +191,7 @@ def lean(
                 "avoid": None if t.avoid is None else t.avoid.model_dump(mode="json"),
                 "confidence": t.confidence,
                 "applicable": applicable,
+                "retry": t.retry,
                 "text": t.render(),
             }
             for t in templates
@@ -378,3 +379,30 @@ async def test_the_real_tool_takes_the_query_with_or_without_the_structured_situ
         view = episode.view()
         assert view is not None
         assert await HindsightPolicy().query(client, episode, view) == []
+
+
+def test_a_call_worth_a_retry_is_made_again_once_and_only_once() -> None:
+    episode, view = import_view(rows=180)
+    call = Call(action="bulk_import", params={"file": episode.file})
+    flaky = bulk_template(retry=True)
+    (item,) = parse_served(lean(flaky, applicable=True), task_type="import")
+    assert item.template.retry
+    policy = HindsightPolicy()
+    again = policy.decide([item], episode, view, tried=[call])
+    assert (again.source, again.call) == ("template", call)
+    third = policy.decide([item], episode, view, tried=[call, call])
+    assert third.source == "explore"
+    assert third.call != call
+    plain = policy.decide(parse_served(served(bulk_template())), episode, view, tried=[call])
+    assert plain.source == "explore"  # no retry advice, and an untried option that is not avoided remains
+
+
+def test_when_only_avoided_options_are_left_the_advised_call_is_made_again_before_them() -> None:
+    episode, view = import_view(rows=180)
+    call = Call(action="bulk_import", params={"file": episode.file})
+    others = [o for o in view.options if o.action not in {"bulk_import", "add_item"}]
+    items = parse_served(served(bulk_template()))
+    decision = HindsightPolicy().decide(items, episode, view, tried=[call, *others])
+    assert (decision.source, decision.call) == ("template", call)
+    # Once it failed twice, the avoided tool is what remains.
+    assert HindsightPolicy().decide(items, episode, view, tried=[call, call, *others]).source == "explore"

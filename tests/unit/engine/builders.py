@@ -108,3 +108,43 @@ def bulk_vs_single_runs() -> list[Trajectory]:
         insert_run(100, "bulk_import", True, run=5),
         insert_run(500, "bulk_import", True, run=6),
     ]
+
+
+GEOCODE_ACTIONS = ["geocode_structured", "geocode_freeform"]
+RIGHT = {True: "geocode_structured", False: "geocode_freeform"}
+
+
+def _geocode_run(run: int, postcode: bool, calls: list[tuple[str, bool]]) -> Trajectory:
+    """Load an address, then the geocode calls in order, each a sibling under the load (as agents record retries)."""
+    b = Builder(role="agent", task_type="geocode", task="Geocode a delivery address")
+    root = b.add("load_address", context={"goal": "load the address"})
+    context = {"goal": "geocode the address", "has_postcode": postcode, "shipment": f"shp_{run:04d}"}
+    for action, ok in calls:
+        summary = None if ok else ("503 busy, try again" if action == RIGHT[postcode] else "wrong lookup")
+        b.add(
+            action,
+            GEOCODE_ACTIONS,
+            parent=root,
+            status="success" if ok else "failure",
+            context=context,
+            summary=summary,
+        )
+    return b.build("success" if calls[-1][1] else "failure")
+
+
+def flaky_geocode_runs(*, recovers: bool) -> list[Trajectory]:
+    """Twenty runs per postcode value; the right call failed at first in three runs with a postcode.
+
+    ``recovers``: after that failure the same call, made again, worked (a transient fault); else
+    it failed again and the task failed in two of the three (a fault the snapshot does not show).
+    """
+    runs = []
+    for run in range(40):
+        postcode = run % 2 == 0
+        right, wrong = RIGHT[postcode], RIGHT[not postcode]
+        calls = [(wrong, False), (right, True)] if run % 4 < 2 else [(right, True)]
+        if postcode and run in (2, 6, 10):
+            keeps_failing = not recovers and run != 10
+            calls = [(right, False), (right, False)] if keeps_failing else [(right, False), (right, True)]
+        runs.append(_geocode_run(run, postcode, calls))
+    return runs
