@@ -20,9 +20,9 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
    a template always names a tool to prefer and one to avoid, both backed by real runs.
 4. The calls are generalized (:mod:`actors.engine.generalize`), caveats come from the extra
    predicates that excluded failures of ``a`` itself, and confidence from support and strength.
-5. Failures of ``a`` that the condition does not exclude, with ``a`` working in most runs there
-   and recovering when called again in the same situation, mark the template ``retry``
-   (:func:`worth_retrying`).
+5. Failures of ``a`` that the condition does not exclude and no other rule of the decision
+   explains, with ``a`` working in most runs there and recovering when called again in the same
+   situation, mark the template ``retry`` (:func:`worth_retrying`).
 
 Cost counts (:mod:`actors.engine.cost`): when ``a`` clearly costs less than ``b`` where both
 succeeded (median steps, latency or tokens), ``b``'s successes are no evidence against ``a``:
@@ -55,7 +55,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from pydantic import JsonValue
@@ -94,6 +94,8 @@ class Finding:
     template: ExperienceTemplate
     evidence: tuple[Observation, ...]
     contrasts: tuple[Contrast, ...]
+    unexplained: tuple[Observation, ...] = ()
+    """Failures of the recommended call where the condition holds."""
 
 
 def template_id(signature: str, recommended: str, avoid: str, predicates: Sequence[Predicate]) -> uuid.UUID:
@@ -130,7 +132,26 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
         finding = _distil_params(tool, succeeded[tool], failed[tool])
         if finding is not None:
             findings.append(finding)
-    return findings
+    return [unless_explained(f, findings) for f in findings]
+
+
+def unless_explained(finding: Finding, findings: Sequence[Finding]) -> Finding:
+    """``finding`` without its retry mark when another rule of this decision explains its failures.
+
+    Failures a condition of this template leaves unexplained may be another rule's evidence:
+    ``export_csv`` failing on latin-1 pages with accents is what "there, set the encoding; avoid
+    export_csv" was learned from. Such a failure repeats; it is no reason to retry.
+    """
+    template = finding.template
+    if not template.retry:
+        return finding
+    for other in findings:
+        avoided = other.template.avoid
+        if other is finding or avoided is None or avoided.tool != template.recommended.tool:
+            continue
+        if any(holds_all(other.template.condition.predicates, o.features) for o in finding.unexplained):
+            return replace(finding, template=template.model_copy(update={"retry": False}))
+    return finding
 
 
 def _distil_pair(
@@ -231,18 +252,20 @@ def _distil_alternative(
         costlier=costlier,
         cost_gap=cheaper,
         retry=worth_retrying(recommended, unexplained),
+        unexplained=unexplained,
     )
 
 
 def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation]) -> bool:
     """Whether the recommended call's failures where its condition holds look transient.
 
-    ``failed`` are failures no feature of the situation explains (the condition holds there).
+    ``worked`` and ``failed`` are the call's successes and failures where the condition holds.
     The call is worth one retry when it works in most runs here and, wherever an agent called it
     again in the same trajectory and situation, it recovered at least as often as it kept
     failing: a failure caused by something the snapshot does not show repeats, a transient one
-    (a busy server, a lost packet) does not. With no such repeat seen, most runs working is the
-    evidence.
+    (a busy server, a dropped connection) does not. With no such repeat seen, most runs working
+    is the evidence. (:func:`distil_group` then drops the mark where another rule of the same
+    decision explains the failures.)
     """
     if not failed or len(worked) <= len(failed):
         return False
@@ -395,6 +418,7 @@ def _finding(
     costlier: Sequence[Observation] = (),
     cost_gap: CostGap | None = None,
     retry: bool = False,
+    unexplained: Sequence[Observation] = (),
 ) -> Finding:
     good, bad, id_predicates = identity
     avoid_tool, avoid_obs = avoid or (bad, avoided)
@@ -432,7 +456,8 @@ def _finding(
         created_at=_latest(evidence),
         updated_at=_latest(evidence),
     )
-    return Finding(template=template, evidence=tuple(evidence), contrasts=tuple(pair_contrasts(recommended, avoided)))
+    contrasts = tuple(pair_contrasts(recommended, avoided))
+    return Finding(template=template, evidence=tuple(evidence), contrasts=contrasts, unexplained=tuple(unexplained))
 
 
 def _prov(obs: Observation, kind: EvidenceKind) -> Provenance:

@@ -14,7 +14,7 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, JsonValue, ValidationError
 
@@ -45,6 +45,9 @@ class Served(Frozen):
     relevance: float = Field(default=0.0)
     applicable: bool | None = Field(default=None, description="The service's verdict on our snapshot; None: unknown.")
     condition_known: bool = Field(default=True, description="False: the condition is text we could not parse.")
+    avoid_reason: Literal["fails", "costlier"] | None = Field(
+        default=None, description="Why the template avoids its tool: it fails here, or it only costs more."
+    )
     text: str = Field(default="", description="The line the service rendered (lean answers).")
 
     def rendered(self) -> str:
@@ -91,7 +94,7 @@ def parse_served(
         except ValidationError as exc:
             logger.warning("skipping a served template that does not parse: %s", exc.error_count())
             continue
-        out.append(Served(template=template, relevance=_score(score)))
+        out.append(Served(template=template, relevance=_score(score), avoid_reason=template.avoid_reason))
     return out
 
 
@@ -141,6 +144,7 @@ def _parse_lean(entries: Sequence[object], role: str, task_type: str | None) -> 
         text = entry.get("condition")
         predicates = parse_condition(text) if isinstance(text, str) else ()
         applicable = entry.get("applicable")
+        reason = entry.get("avoid_reason")
         try:
             template = ExperienceTemplate(
                 template_id=uuid.UUID(str(entry.get("id"))),
@@ -164,6 +168,7 @@ def _parse_lean(entries: Sequence[object], role: str, task_type: str | None) -> 
                 relevance=_score(entry.get("relevance", entry.get("score", 0.0))),
                 applicable=applicable if isinstance(applicable, bool) else None,
                 condition_known=predicates is not None,
+                avoid_reason=reason if reason in ("fails", "costlier") else template.avoid_reason,
                 text=str(entry.get("text") or ""),
             )
         )
@@ -277,6 +282,12 @@ def _specificity(served: Served) -> tuple[int, float, float, str]:
     return (len(t.condition.predicates), t.confidence, served.relevance, str(t.template_id))
 
 
+def advised_call(served: Served, view: StepView) -> Call:
+    """The call a template recommends, its placeholders filled on this view."""
+    pattern = served.template.recommended
+    return Call(action=pattern.tool, params=fill(pattern.params, view, pattern.tool))
+
+
 def follow(
     served: Sequence[Served], view: StepView, task_type: str | None, tried: Sequence[Call] = ()
 ) -> tuple[Choice | None, set[str]]:
@@ -292,29 +303,27 @@ def follow(
     Returns:
         The call the first applicable template recommends — in the service's order when it judged
         the situation, else the most specific first — (None if none applies or its call was
-        tried; when every untried option is one to avoid, an advised call that failed once is
-        made again), and the tools applicable templates say to avoid.
+        tried; when every untried option is one experience says fails here, an advised call that
+        failed once is made again), and the tools applicable templates say fail here (a tool they
+        avoid only for its cost is left free: it is the fallback when the cheaper call fails).
     """
     candidates = [s for s in served if usable(s, view, task_type)]
-    avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None}
+    # A tool avoided only for its cost works here: it is the natural fallback, not one to skip.
+    avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None and s.avoid_reason != "costlier"}
     # A service that checked the situation has ranked its answer (fit, confidence, relevance):
     # follow its order, as a model reading the prompt block would. Otherwise the narrowest first.
     judged = any(s.applicable is not None for s in served)
     ordered = candidates if judged else sorted(candidates, key=_specificity, reverse=True)
-    calls = [(item, Call(action=item.template.recommended.tool, params=_params(item, view))) for item in ordered]
-    for item, call in calls:
+    for item in ordered:
+        call = advised_call(item, view)
         if tried.count(call) < (2 if item.template.retry else 1):
             avoid.discard(call.action)
             return Choice(call=call, template_id=str(item.template.template_id)), avoid
     tried_tools = {c.action for c in tried}
-    if all(o.action in avoid or o.action in tried_tools for o in view.options):
-        # What is left untried is what experience says fails here: the advised call gets one more go first.
-        for item, call in calls:
+    if all(o.action in tried_tools or o.action in avoid for o in view.options):
+        # Every option left fails here by experience: the advised call, which failed once, goes first.
+        for item in ordered:
+            call = advised_call(item, view)
             if tried.count(call) == 1:
                 return Choice(call=call, template_id=str(item.template.template_id)), avoid
     return None, avoid
-
-
-def _params(item: Served, view: StepView) -> dict[str, JsonValue]:
-    pattern = item.template.recommended
-    return fill(pattern.params, view, pattern.tool)

@@ -7,7 +7,7 @@ import json
 import uuid
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -90,6 +90,9 @@ class ServedExperience(Frozen):
     condition: str = Field(description="When it applies, rendered; empty means always.")
     recommended: ActionPattern
     avoid: ActionPattern | None = None
+    avoid_reason: Literal["fails", "costlier"] | None = Field(
+        default=None, description="fails: it fails here; costlier: it works too but costs more."
+    )
     confidence: float
     applicable: bool | None = None
     retry: bool = Field(default=False, description="True: if the recommended call fails, retry it once first.")

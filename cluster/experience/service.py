@@ -659,6 +659,7 @@ def _served(scored: ScoredTemplate) -> ServedExperience:
         condition=template.condition.render(),
         recommended=template.recommended,
         avoid=template.avoid,
+        avoid_reason=template.avoid_reason,
         confidence=template.confidence,
         applicable=scored.applicable,
         retry=template.retry,

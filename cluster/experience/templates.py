@@ -179,6 +179,16 @@ class ExperienceTemplate(Frozen):
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
+    @property
+    def avoid_reason(self) -> Literal["fails", "costlier"] | None:
+        """Why ``avoid``: it fails here, or it works here too but costs more (None: nothing to avoid).
+
+        An agent whose recommended call failed should fall back on a costlier alternative first.
+        """
+        if self.avoid is None:
+            return None
+        return "costlier" if any(p.kind is EvidenceKind.AVOIDED_COSTLIER for p in self.provenance) else "fails"
+
     def render(self) -> str:
         """Deterministic natural-language form of the template."""
         when = self.condition.render()

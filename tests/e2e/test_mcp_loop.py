@@ -91,5 +91,6 @@ async def test_a_call_that_fails_now_and_then_is_served_with_retry_advice(client
     assert result.structured_content is not None
     top = result.structured_content["experiences"][0]
     assert (top["recommended"]["tool"], top["applicable"], top["retry"]) == ("geocode_structured", True, True)
+    assert (top["avoid"]["tool"], top["avoid_reason"]) == ("geocode_freeform", "fails")
     assert RETRY_NOTE in result.content[0].text  # the prompt block a model reads says it too
     assert "templates" not in result.structured_content or not result.structured_content["templates"]

@@ -397,12 +397,25 @@ def test_a_call_worth_a_retry_is_made_again_once_and_only_once() -> None:
     assert plain.source == "explore"  # no retry advice, and an untried option that is not avoided remains
 
 
-def test_when_only_avoided_options_are_left_the_advised_call_is_made_again_before_them() -> None:
+def test_when_only_tools_that_fail_here_are_left_the_advised_call_is_made_again_before_them() -> None:
     episode, view = import_view(rows=180)
     call = Call(action="bulk_import", params={"file": episode.file})
     others = [o for o in view.options if o.action not in {"bulk_import", "add_item"}]
     items = parse_served(served(bulk_template()))
+    assert items[0].avoid_reason == "fails"
     decision = HindsightPolicy().decide(items, episode, view, tried=[call, *others])
     assert (decision.source, decision.call) == ("template", call)
     # Once it failed twice, the avoided tool is what remains.
     assert HindsightPolicy().decide(items, episode, view, tried=[call, call, *others]).source == "explore"
+
+
+def test_a_tool_avoided_only_for_its_cost_is_the_fallback_when_the_cheap_call_fails() -> None:
+    episode, view = import_view(rows=180)
+    call = Call(action="bulk_import", params={"file": episode.file})
+    others = [o for o in view.options if o.action not in {"bulk_import", "add_item"}]
+    entry = lean(bulk_template(), applicable=True)
+    entry["experiences"][0]["avoid_reason"] = "costlier"
+    items = parse_served(entry, task_type="import")
+    assert items[0].avoid_reason == "costlier"
+    decision = HindsightPolicy().decide(items, episode, view, tried=[call, *others])
+    assert (decision.source, decision.call.action) == ("explore", "add_item")

@@ -92,6 +92,7 @@ def test_where_both_work_the_cheaper_action_is_recommended_and_says_why() -> Non
     assert kinds == {EvidenceKind.RECOMMENDED_SUCCEEDED, EvidenceKind.AVOIDED_COSTLIER}
     assert cheap.support.failures == 0
     assert cheap.support.successes == 6
+    assert cheap.avoid_reason == "costlier"  # an agent falls back on it when paste_rows fails
 
 
 def test_the_condition_under_which_the_cheap_action_fails_goes_to_the_costly_one() -> None:
@@ -102,6 +103,7 @@ def test_the_condition_under_which_the_cheap_action_fails_goes_to_the_costly_one
     assert costly.condition.predicates == (Predicate(feature="row_count", op=">", value=60),)
     assert costly.avoid is not None
     assert costly.avoid.tool == "paste_rows"
+    assert costly.avoid_reason == "fails"
     assert "clipboard overflow" in costly.rationale  # the agent's error, sent in data
     (caveat,) = costly.caveats
     assert caveat.startswith("where paste_rows works it is the cheaper choice: bulk_import costs 3×")

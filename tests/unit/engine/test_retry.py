@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from actors.engine import attribute_batch, merge_into_library
-from cluster.experience.templates import RETRY_NOTE, ExperienceTemplate
+from typing import Any
+
+from actors.engine import attribute_batch, flatten_context, merge_into_library
+from actors.engine.contrast import Observation
+from actors.engine.signature import decision_signature, signature_key
+from actors.engine.templates import Finding, unless_explained, worth_retrying
+from cluster.experience.templates import RETRY_NOTE, ActionPattern, Condition, ExperienceTemplate, Predicate
 from cluster.trajectories.models import Trajectory
-from tests.unit.engine.builders import flaky_geocode_runs
+from tests.unit.engine.builders import Builder, flaky_geocode_runs
 
 
 def _structured(runs: list[Trajectory]) -> ExperienceTemplate:
@@ -43,3 +48,73 @@ def test_merging_keeps_the_retry_advice() -> None:
     plain = template.model_copy(update={"retry": False, "provenance": ()})
     merged = merge_into_library([plain], [template])
     assert all(t.retry for t in merged.updated)
+
+
+def _observation(
+    run: int, context: dict[str, Any], ok: bool, *, seq: int = 1, trajectory: Trajectory | None = None
+) -> Observation:
+    """One call of export_csv as evidence: its outcome and the flattened situation."""
+    b = Builder(task_type="export")
+    b.add("export_csv", ["export_csv", "set_encoding"], status="success" if ok else "failure", context=context)
+    traj = trajectory or b.build("success" if ok else "failure")
+    built = b.nodes[0].model_copy(update={"seq": seq})
+    sig = decision_signature(traj, built)
+    return Observation(
+        trajectory=traj,
+        order=run,
+        node=built,
+        signature=sig,
+        key=signature_key(sig),
+        score=1.0 if ok else -1.0,
+        features=flatten_context(context),
+        in_batch=True,
+    )
+
+
+def _page(run: int, *, latin: bool, accents: bool) -> dict[str, Any]:
+    return {"encoding": "latin-1" if latin else "utf-8", "has_non_ascii": accents, "rows": 40 + run}
+
+
+def _finding(recommended: str, avoid: str, condition: tuple[Predicate, ...], failures: list[Observation]) -> Finding:
+    template = ExperienceTemplate(
+        role="executor",
+        task_type="export",
+        condition=Condition(predicates=condition),
+        recommended=ActionPattern(tool=recommended),
+        avoid=ActionPattern(tool=avoid),
+        retry=bool(failures),
+    )
+    return Finding(template=template, evidence=(), contrasts=(), unexplained=tuple(failures))
+
+
+def test_failures_another_rule_of_the_decision_explains_are_not_worth_a_retry() -> None:
+    # A weak rule for export_csv kept two failures inside its condition; both were latin-1 pages
+    # with accents, which is what the rule "there, set the encoding; avoid export_csv" was learned from.
+    failures = [_observation(r, _page(r, latin=True, accents=True), False) for r in range(2)]
+    weak = _finding("export_csv", "export_json", (Predicate(feature="rows", op=">", value=30),), failures)
+    latin = (
+        Predicate(feature="encoding", op="==", value="latin-1"),
+        Predicate(feature="has_non_ascii", op="==", value=True),
+    )
+    cause = _finding("set_encoding", "export_csv", latin, [])
+    assert not unless_explained(weak, [weak, cause]).template.retry
+    # A rule that avoids another tool, or whose condition is false at the failures, explains nothing.
+    unrelated = _finding("set_encoding", "export_json", latin, [])
+    elsewhere = _finding("set_encoding", "export_csv", (Predicate(feature="encoding", op="==", value="utf-16"),), [])
+    assert unless_explained(weak, [weak, unrelated, elsewhere]).template.retry
+
+
+def test_failures_nothing_explains_are_worth_a_retry_unless_repeats_kept_failing() -> None:
+    pages = [_page(r, latin=r % 2 == 0, accents=r % 3 == 0) for r in range(15)]
+    worked = [_observation(r, pages[r], True) for r in range(12)]
+    failed = [_observation(r, pages[r], False) for r in (12, 13)]
+    assert worth_retrying(worked, failed)
+    assert not worth_retrying(worked[:2], failed)  # it must work in most runs
+    assert not worth_retrying(worked, [])
+    # Called again in the same trajectory and situation, it failed again and never worked there.
+    first = failed[0]
+    again = _observation(12, pages[12], False, seq=2, trajectory=first.trajectory)
+    assert not worth_retrying(worked, [first, again])
+    # ... and where it then worked, the failure was transient.
+    recovered = _observation(12, pages[12], True, seq=3, trajectory=first.trajectory)
+    assert worth_retrying([*worked, recovered], [first, again])
