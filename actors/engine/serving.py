@@ -16,6 +16,8 @@ optionally a decision name. Each candidate template is then judged:
   or a stricter threshold) is false here, the broad one is only *unknown* (:func:`overruled`).
 * **Advised against.** A template that applies is only *unknown* where another one that applies
   avoids its tool and it does not avoid that one's (it was learned against a third tool).
+* **Retry.** A template's advice to retry its call once stands only where no other template that
+  applies avoids that call as one that fails here (:func:`retry_stands`).
 
 The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
 template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
@@ -154,6 +156,23 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
         Fit.UNKNOWN if value in APPLIES and any(_advises_against(other, t) for other in applying) else value
         for (t, _), value in zip(judged, out, strict=True)
     ]
+
+
+def retry_stands(template: ExperienceTemplate, judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> bool:
+    """Whether ``template``'s retry advice holds here: no other template that applies here (in
+    ``judged``, with :func:`overruled` fits) avoids its tool as one that fails here. Where one
+    does, the failure has a cause this situation shows, and calling again would fail again."""
+    if not template.retry:
+        return False
+    return not any(
+        value in APPLIES
+        and other is not template
+        and other.avoid is not None
+        and other.avoid.tool == template.recommended.tool
+        and other.avoid.tool != other.recommended.tool
+        and other.avoid_reason == "fails"
+        for other, value in judged
+    )
 
 
 def _advises_against(other: ExperienceTemplate, template: ExperienceTemplate) -> bool:

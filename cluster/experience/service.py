@@ -40,6 +40,7 @@ from actors.engine.serving import (
     overruled,
     query_signature,
     rank_score,
+    retry_stands,
     snapshot_features,
 )
 from cluster.core.errors import InvalidInput, NotFound, StoreUnavailable
@@ -235,13 +236,17 @@ class ExperienceService:
                     for t in kept
                 ]
             )
-            for template, judged in zip(kept, fits, strict=True):
+            judged_all = list(zip(kept, fits, strict=True))
+            for template, judged in judged_all:
                 if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
                     continue
+                # Served as it holds here: retry advice withdrawn where another rule says the call fails.
+                stands = retry_stands(template, judged_all)
+                served = template if stands == template.retry else template.model_copy(update={"retry": stands})
                 score = round(relevance.get(template.template_id, 0.0), 6)
                 scored.append(
                     ScoredTemplate(
-                        template=template,
+                        template=served,
                         relevance=score,
                         applicable=applicable(judged),
                         score=rank_score(judged, template.confidence, score),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from actors.engine.serving import (
     FIT,
     Fit,
@@ -10,9 +12,17 @@ from actors.engine.serving import (
     overruled,
     query_signature,
     rank_score,
+    retry_stands,
     snapshot_features,
 )
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
+from cluster.experience.templates import (
+    ActionPattern,
+    Condition,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+)
 
 ACTIONS = ("bulk_import", "add_item", "paste_rows")
 SNAPSHOT = {"goal": "import products", "rows": 500, "schema": "uniform"}
@@ -109,3 +119,30 @@ def test_a_rule_against_a_third_tool_is_in_doubt_where_another_avoids_its_tool()
     answer = template("plan_incremental", Predicate(feature="row_count", op="<=", value=5864), avoid="plan_bulk")
     judged = [(t, judge(t, {"row_count": 5828}, actions)) for t in (answer, direct)]
     assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
+
+
+def test_retry_advice_stands_only_where_no_applying_rule_says_the_call_fails_here() -> None:
+    actions = ("export_csv", "set_encoding", "export_json")
+    flaky = template("export_csv", Predicate(feature="rows", op=">", value=44), avoid="export_json", retry=True)
+    latin = Predicate(feature="encoding", op="==", value="latin-1")
+    fails_here = template("set_encoding", latin, avoid="export_csv")
+    assert fails_here.avoid_reason == "fails"
+    on_latin = [(t, judge(t, {"rows": 333, "encoding": "latin-1"}, actions)) for t in (flaky, fails_here)]
+    assert not retry_stands(flaky, overruled_pairs(on_latin))
+    on_utf8 = [(t, judge(t, {"rows": 333, "encoding": "utf-8"}, actions)) for t in (flaky, fails_here)]
+    assert retry_stands(flaky, overruled_pairs(on_utf8))
+    costlier_only = fails_here.model_copy(
+        update={
+            "provenance": (
+                Provenance(trajectory_id=uuid.uuid4(), node_ids=(uuid.uuid4(),), kind=EvidenceKind.AVOIDED_COSTLIER),
+            )
+        }
+    )
+    assert costlier_only.avoid_reason == "costlier"
+    on_latin = [(t, judge(t, {"rows": 333, "encoding": "latin-1"}, actions)) for t in (flaky, costlier_only)]
+    assert retry_stands(flaky, overruled_pairs(on_latin))
+    assert not retry_stands(fails_here, overruled_pairs(on_latin))  # no retry advice to begin with
+
+
+def overruled_pairs(judged: list[tuple[ExperienceTemplate, Fit]]) -> list[tuple[ExperienceTemplate, Fit]]:
+    return list(zip([t for t, _ in judged], overruled(judged), strict=True))
