@@ -269,12 +269,19 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
     """
     if not failed or len(worked) <= len(failed):
         return False
+    failures: dict[tuple[uuid.UUID, tuple[tuple[str, object], ...]], list[int]] = {}
+    for o in failed:
+        failures.setdefault(_place(o), []).append(o.node.seq)
+    last_success: dict[tuple[uuid.UUID, tuple[tuple[str, object], ...]], int] = {}
+    for o in worked:
+        place = _place(o)
+        if place in failures:
+            last_success[place] = max(last_success.get(place, -1), o.node.seq)
     recovered = kept_failing = 0
-    for place in {_place(o) for o in failed}:
-        first = min(o.node.seq for o in failed if _place(o) == place)
-        if any(_place(o) == place and o.node.seq > first for o in worked):
+    for place, seqs in failures.items():
+        if last_success.get(place, -1) > min(seqs):
             recovered += 1
-        elif sum(_place(o) == place for o in failed) > 1:
+        elif len(seqs) > 1:
             kept_failing += 1
     return recovered >= kept_failing
 
