@@ -25,8 +25,10 @@ def register_experience_tools(box: Toolbox) -> None:
         "Experiences learned from earlier tasks for the decision you face, best first. Send your situation "
         "(context_snapshot and available_actions) for experiences checked against it; text alone also works. "
         "The text answer is a prompt block to put in your system prompt before the tool descriptions; the "
-        "structured answer lists each experience's id, condition, recommended action, action to avoid and "
-        f"confidence. Defaults: top_k {settings.experience_top_k} (at most {MAX_TOP_K}), min_confidence "
+        "structured answer lists each experience's id, condition, recommended action, action to avoid (with "
+        "avoid_reason: fails, or costlier = your fallback if the recommended call fails), retry (true: retry "
+        "the recommended call once if it fails) and confidence. "
+        f"Defaults: top_k {settings.experience_top_k} (at most {MAX_TOP_K}), min_confidence "
         f"{settings.confidence_threshold}. Pass the ids you used to finalize_trajectory."
     )
     async def query_experience(
