@@ -85,6 +85,8 @@ CHEAPER_WHERE = "where "
 """Prefix of the caveat saying the avoided tool is cheaper wherever it works."""
 DECOYS = "*decoys*"
 TEMPLATE_NAMESPACE = uuid.UUID("6f1c2a8e-58a4-4a57-9d0e-3c1b8f0a9e21")
+Place = tuple[uuid.UUID, tuple[tuple[str, object], ...]]
+"""One trajectory in one situation (its flattened snapshot): where a repeated call is a retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,10 +271,10 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
     """
     if not failed or len(worked) <= len(failed):
         return False
-    failures: dict[tuple[uuid.UUID, tuple[tuple[str, object], ...]], list[int]] = {}
+    failures: dict[Place, list[int]] = {}
     for o in failed:
         failures.setdefault(_place(o), []).append(o.node.seq)
-    last_success: dict[tuple[uuid.UUID, tuple[tuple[str, object], ...]], int] = {}
+    last_success: dict[Place, int] = {}
     for o in worked:
         place = _place(o)
         if place in failures:
@@ -286,8 +288,7 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
     return recovered >= kept_failing
 
 
-def _place(obs: Observation) -> tuple[uuid.UUID, tuple[tuple[str, object], ...]]:
-    """One trajectory in one situation: where a repeated call is a retry."""
+def _place(obs: Observation) -> Place:
     return obs.trajectory.trajectory_id, tuple(sorted(obs.features.items()))
 
 
