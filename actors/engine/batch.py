@@ -98,13 +98,14 @@ def attribute_batch(
 
     findings: list[Finding] = []
     outcomes: list[ActionOutcome] = []
+    pool_id = trajectories[0].trajectory_id if trajectories else None
     for group in group_by_signature(observations).values():
         if not any(o.in_batch for o in group):
             continue
         if is_sensitive(group):
             findings.extend(f for f in distil_group(group) if any(o.in_batch for o in f.evidence))
         if any(o.outcome < 0 for o in group):
-            outcomes.extend(_outcome(o) for o in group if o.outcome != 0)
+            outcomes.extend(_outcome(o, pool_id) for o in group if o.outcome != 0)
 
     templates_by_order: dict[int, list[ExperienceTemplate]] = {}
     contrasts_by_order: dict[int, list[Contrast]] = {}
@@ -143,13 +144,15 @@ def attribute_batch(
     return results
 
 
-def _outcome(o: Observation) -> ActionOutcome:
+def _outcome(o: Observation, pool: uuid.UUID | None) -> ActionOutcome:
     return ActionOutcome(
         signature=o.key,
         action=o.action,
         params=o.node.action_params,
         context=o.node.context_snapshot,
         succeeded=o.outcome > 0,
+        trajectory_id=o.trajectory.trajectory_id,
+        pool=pool,
     )
 
 

@@ -8,8 +8,8 @@ one when, in addition,
   or both avoid decoys and share one (one lists ``also avoid …`` caveats; another batch met
   another decoy most often),
 * the conditions are compatible: the same features with the same operators, equal booleans,
-  numeric thresholds within 50% of each other (the merged threshold is the support-weighted
-  mean), and string sets on the same feature whatever their values (``region == 'eu'`` and
+  numeric thresholds within 50% of each other (see below for where the merged one goes), and
+  string sets on the same feature whatever their values (``region == 'eu'`` and
   ``region in {'uk', 'us'}`` merge into ``region in {'eu', 'uk', 'us'}``: templates learned
   one value at a time become one), unless the union would take in a value where the library
   holds the opposite template (recommending what this one avoids), and
@@ -22,6 +22,17 @@ cover both (:func:`~actors.engine.generalize.merge_params`; never an empty strin
 is united, and support grows by the *new* evidence only (provenance entries not already
 present), so merging the same batch twice changes nothing — a retried Ray task is harmless.
 Confidence rises once per fresh trajectory, as for a served success.
+
+A merged threshold is a mean of the two, each weighted by the evidence behind it that the other
+did not see. The new template was learned on the batch *and* the stored history attribution
+pooled with it (the batch's outcomes name those runs), so a stored template's evidence counts
+only where it came from runs outside that pool: when the pool held all of them, the new
+threshold, placed by the learner on every run there is, replaces the old one. (Two templates
+new in one call, from one pool or from disjoint groups of a rebuild, weigh by their support.) A bound learned
+early from few runs (``size_mb <= 1373`` before any archive between 512 and 1373 MB was tried)
+would otherwise drag a well-placed one outward for ever, into the gap where another rule of the
+same decision says the call fails. Without outcomes (hand-made merges), the old template's
+whole support weighs against the new evidence.
 
 A template of an existing family that is not a near-duplicate is *supplementary* only when it
 really is an edge case of a root template of the family that avoids the same tool: its
@@ -53,6 +64,8 @@ from cluster.core.types import Frozen
 from cluster.experience.templates import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
 
 THRESHOLD_TOLERANCE = 0.5
+_COUNTED = (EvidenceKind.RECOMMENDED_SUCCEEDED, EvidenceKind.AVOIDED_FAILED)
+"""Provenance kinds that count in support (a costlier alternative's success does not)."""
 
 
 class MergeResult(Frozen):
@@ -206,7 +219,7 @@ def _prov_key(p: Provenance) -> tuple[uuid.UUID, tuple[uuid.UUID, ...], Evidence
 def _merge_conditions(
     old: ExperienceTemplate, new: ExperienceTemplate, w_old: int, w_new: int
 ) -> tuple[Predicate, ...]:
-    """Old predicates with thresholds moved to the support-weighted mean and string sets united."""
+    """Old predicates with thresholds moved to the mean weighted by ``w_old``/``w_new`` and string sets united."""
     by_key = {_op_key(p): p for p in new.condition.predicates}
     out = []
     for p in old.condition.predicates:
@@ -265,8 +278,14 @@ def _contradicted(library: Sequence[ExperienceTemplate], old: ExperienceTemplate
     return False
 
 
-def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTemplate:
-    """Merge near-duplicate ``new`` into ``old``; ``old`` keeps its id, text and parent link."""
+def merge_pair(
+    old: ExperienceTemplate, new: ExperienceTemplate, pooled: frozenset[uuid.UUID] = frozenset()
+) -> ExperienceTemplate:
+    """Merge near-duplicate ``new`` into ``old``; ``old`` keeps its id, text and parent link.
+
+    ``pooled``: the trajectories ``new`` was learned on (the batch and its history at this
+    decision); empty when unknown. Old evidence from them weighs nothing against the new threshold.
+    """
     seen = {_prov_key(p) for p in old.provenance}
     fresh = [p for p in new.provenance if _prov_key(p) not in seen]
     if new.provenance and not fresh:
@@ -280,7 +299,10 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
     old_trajs = {p.trajectory_id for p in old.provenance}
     fresh_trajs = {p.trajectory_id for p in fresh} - old_trajs
     add_t = len(fresh_trajs) if new.provenance else new.support.trajectories
-    w_old = old.support.successes + old.support.failures
+    w_old, w_new = old.support.successes + old.support.failures, add_s + add_f
+    if pooled and any(p.kind is not None for p in new.provenance):
+        w_old = sum(1 for p in old.provenance if p.kind in _COUNTED and p.trajectory_id not in pooled)
+        w_new = new.support.successes + new.support.failures
     confidence = old.confidence
     for _ in range(add_t):
         confidence = update_confidence(confidence, succeeded=True)
@@ -294,9 +316,7 @@ def merge_pair(old: ExperienceTemplate, new: ExperienceTemplate) -> ExperienceTe
                 failures=old.support.failures + add_f,
                 trajectories=old.support.trajectories + add_t,
             ),
-            "condition": old.condition.model_copy(
-                update={"predicates": _merge_conditions(old, new, w_old, add_s + add_f)}
-            ),
+            "condition": old.condition.model_copy(update={"predicates": _merge_conditions(old, new, w_old, w_new)}),
             "caveats": _merge_caveats(old, new),
             "retry": old.retry or new.retry,
             "confidence": max(confidence, new.confidence),
@@ -357,6 +377,7 @@ def merge_into_library(
     origin: list[str] = ["existing"] * len(library)  # existing | new | supplementary | retired
     changed: set[int] = set()
     by_signature = _by_signature(outcomes)
+    pools = _pools(outcomes)
 
     def retire_at(i: int) -> None:
         retirement = retire(library[i], by_signature.get(library[i].signature, ()))
@@ -386,7 +407,9 @@ def merge_into_library(
             None,
         )
         if index is not None:
-            merged = merge_pair(library[index], template)
+            # Only a stored template can predate the pool; two of this call's are peers.
+            pooled = _pool_of(template, pools) if origin[index] == "existing" else frozenset()
+            merged = merge_pair(library[index], template, pooled)
             if merged is not library[index]:
                 library[index] = merged
                 changed.add(index)
@@ -432,6 +455,22 @@ def contradicted(previous: Sequence[ExperienceTemplate], outcomes: Sequence[Acti
             reason = f"contradicted by the evidence of a rebuild: {found[1]}"
             out.append(template.model_copy(update={"retired_reason": reason[:500]}))
     return out
+
+
+def _pools(outcomes: Sequence[ActionOutcome]) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """The trajectories of each attribution pool the outcomes name."""
+    out: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for o in outcomes:
+        if o.pool is not None and o.trajectory_id is not None:
+            out.setdefault(o.pool, set()).add(o.trajectory_id)
+    return out
+
+
+def _pool_of(template: ExperienceTemplate, pools: dict[uuid.UUID, set[uuid.UUID]]) -> frozenset[uuid.UUID]:
+    """The trajectories of the pool ``template`` was learned on: the one holding all its evidence."""
+    evidence = {p.trajectory_id for p in template.provenance}
+    found = next((runs for runs in pools.values() if evidence and evidence <= runs), set())
+    return frozenset(found)
 
 
 def _by_signature(outcomes: Sequence[ActionOutcome]) -> dict[str, list[ActionOutcome]]:

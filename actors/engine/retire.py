@@ -3,9 +3,9 @@
 A template learned early from few runs keeps its condition for ever unless something replaces
 it: ``size_mb <= 1373`` for ``multipart_upload``, learned before any archive between 512 and
 1373 MB was tried, still holds there after three multipart uploads of such archives failed.
-Merging does not fix it (a threshold within 50% merges to the support-weighted mean, so an old
-wide bound drags a new tight one outward), and ranking around it works only where another
-template happens to outrank it.
+Merging fixes a bound only where a new template of the same shape is learned (its threshold
+replaces the old one when the batch's pool held the old evidence, :mod:`actors.engine.library`),
+and ranking around it works only where another template happens to outrank it.
 
 So every batch brings its *outcomes*: each decision of the batch and of the stored history
 that attribution pooled, at a signature the batch touched, with the action, its parameters, the
@@ -56,6 +56,12 @@ class ActionOutcome(Frozen):
     params: JsonObject = Field(default_factory=dict)
     context: JsonObject = Field(default_factory=dict)
     succeeded: bool
+    trajectory_id: uuid.UUID | None = Field(default=None, description="The run it came from; None when unknown.")
+    pool: uuid.UUID | None = Field(
+        default=None,
+        description="The attribution pool (a batch and its history) it was seen in, named after the batch's first "
+        "trajectory: the templates learned there saw it. None when unknown.",
+    )
 
 
 def successor_id(template_id: uuid.UUID) -> uuid.UUID:

@@ -4,6 +4,7 @@ import uuid
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.library import narrows
+from actors.engine.retire import ActionOutcome
 from cluster.experience.templates import (
     ActionPattern,
     Condition,
@@ -203,3 +204,54 @@ def test_a_smaller_set_narrows_a_larger_one() -> None:
     wide = Predicate(feature="region", op="in", value=["eu", "uk"])
     assert narrows((wide,), (Predicate(feature="region", op="==", value="eu"),))
     assert not narrows((wide,), (Predicate(feature="region", op="in", value=["uk", "eu"]),))
+
+
+POOL = uuid.uuid4()
+
+
+def _seen(template: ExperienceTemplate, *more: ExperienceTemplate) -> list[ActionOutcome]:
+    """Outcomes naming the runs behind ``template`` (and ``more``): what the batch's pool held."""
+    return [
+        ActionOutcome(signature="sig", action="bulk_import", succeeded=True, trajectory_id=p.trajectory_id, pool=POOL)
+        for t in (template, *more)
+        for p in t.provenance
+    ]
+
+
+def test_a_threshold_learned_on_a_pool_holding_the_old_evidence_replaces_the_old_one() -> None:
+    # The new template saw every run the old one was learned on, and more: its bound is where a
+    # learner puts it on all the evidence, and an early, looser bound must not drag it outward.
+    old, new = _template(threshold=60, evidence=5), _template(threshold=80, evidence=3)
+    merged = merge_into_library([old], [new], _seen(old, new)).updated[0]
+    assert merged.condition.predicates[0].value == 80
+    assert merged.support.successes == 8
+
+
+def test_old_evidence_outside_the_pool_still_weighs_against_the_new_threshold() -> None:
+    old, new = _template(threshold=60, evidence=3), _template(threshold=80, evidence=3)
+    # The pool held one of the old runs: two of its three count, against the new template's three.
+    partly = _seen(new) + _seen(old)[:1]
+    merged = merge_into_library([old], [new], partly).updated[0]
+    assert merged.condition.predicates[0].value == 72  # (60 * 2 + 80 * 3) / 5
+    # Without outcomes (a hand-made merge) the old support weighs against the fresh evidence.
+    assert merge_into_library([old], [new]).updated[0].condition.predicates[0].value == 70
+
+
+def test_batches_learned_with_their_history_end_on_the_bound_of_all_runs_together() -> None:
+    runs = bulk_vs_single_runs()
+    more = [insert_run(60, "add_item", True, run=7), insert_run(300, "bulk_import", True, run=8)]
+
+    def bounds(templates: tuple[ExperienceTemplate, ...] | list[ExperienceTemplate]) -> set[tuple[str, object]]:
+        return {(t.recommended.tool, p.value) for t in templates for p in t.condition.predicates}
+
+    first = attribute_batch(runs)
+    library = merge_into_library([], [t for r in first for t in r.templates], first[0].outcomes).library
+    later = attribute_batch(more, history=runs)
+    merged = merge_into_library(library, [t for r in later for t in r.templates], later[0].outcomes).library
+    together = [t for r in attribute_batch(runs + more) for t in r.templates]
+    assert bounds(together) == {("bulk_import", 105)}  # add_item worked at 60, failed at 150
+    assert bounds(merged) == bounds(together)
+    assert bounds(library) == {("bulk_import", 85)}  # the first batch alone: between 20 and 150
+    # Weighed against the old bound's support, as before outcomes named their pool: neither.
+    blind = merge_into_library(library, [t for r in later for t in r.templates]).library
+    assert bounds(blind) == {("bulk_import", 89)}
