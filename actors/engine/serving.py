@@ -15,7 +15,8 @@ optionally a decision name. Each candidate template is then judged:
 * **Refined.** If a narrower version of a holding template (same advice, its predicates and more,
   or a stricter threshold) is false here, the broad one is only *unknown* (:func:`overruled`).
 * **Advised against.** A template that applies is only *unknown* where another one that applies
-  avoids its tool and it does not avoid that one's (it was learned against a third tool).
+  avoids its tool and it does not avoid that one's (it was learned against a third tool) — unless
+  the other has no condition and this one's holds here (:func:`overruled`).
 * **Retry.** A template's advice to retry its call once stands only where no other template that
   applies avoids that call as one that fails here (:func:`retry_stands`).
 
@@ -142,7 +143,8 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
     tool to some third tool (a decoy, say), while the other was learned where its tool was seen
     to fail or cost more than the other's. ``plan_incremental`` over ``plan_streaming`` for
     ``row_count <= 5864`` says nothing against ``plan_bulk``, and ``plan_bulk``, not
-    ``plan_incremental``, for ``row_count > 5489`` says plan_incremental fails here.
+    ``plan_incremental``, for ``row_count > 5489`` says plan_incremental fails here. A rule
+    without a condition puts no rule whose condition holds here in doubt (:func:`_blind_to`).
     """
     out: list[Fit] = []
     for template, value in judged:
@@ -151,11 +153,25 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
         ):
             value = Fit.UNKNOWN
         out.append(value)
-    applying = [t for (t, _), value in zip(judged, out, strict=True) if value in APPLIES]
+    applying = [(t, value) for (t, _), value in zip(judged, out, strict=True) if value in APPLIES]
     return [
-        Fit.UNKNOWN if value in APPLIES and any(_advises_against(other, t) for other in applying) else value
+        Fit.UNKNOWN
+        if value in APPLIES
+        and any(_advises_against(other, t) and not _blind_to(other_fit, value) for other, other_fit in applying)
+        else value
         for (t, _), value in zip(judged, out, strict=True)
     ]
+
+
+def _blind_to(avoider: Fit, recommender: Fit) -> bool:
+    """An unconditional rule says nothing against one whose condition holds here.
+
+    Had the rule that avoids a tool everywhere seen it work, it would have learned where (a
+    condition); the rule recommending that tool under a condition that holds here is that
+    evidence. ``capture_partial`` over ``capture_payment``, learned from one refused capture, is
+    no word against ``capture_payment`` when ``auth_result == 'approved'``.
+    """
+    return avoider in (Fit.ALWAYS, Fit.ALWAYS_SAME_DECISION) and recommender in (Fit.HOLDS, Fit.HOLDS_SAME_DECISION)
 
 
 def retry_stands(template: ExperienceTemplate, judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> bool:

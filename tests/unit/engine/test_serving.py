@@ -121,6 +121,23 @@ def test_a_rule_against_a_third_tool_is_in_doubt_where_another_avoids_its_tool()
     assert overruled(judged) == [Fit.HOLDS, Fit.HOLDS]
 
 
+def test_a_rule_without_a_condition_puts_no_holding_rule_in_doubt() -> None:
+    # capture_partial over capture_payment everywhere, from one refused capture; capture_payment
+    # over a decoy where the authorization was approved: the conditional rule saw it work here.
+    actions = ("capture_payment", "capture_partial", "start_3ds_challenge")
+    everywhere = template("capture_partial", avoid="capture_payment")
+    approved = template(
+        "capture_payment", Predicate(feature="auth_result", op="==", value="approved"), avoid="refund_and_recharge"
+    )
+    judged = [(t, judge(t, {"auth_result": "approved"}, actions)) for t in (everywhere, approved)]
+    assert [value for _, value in judged] == [Fit.ALWAYS, Fit.HOLDS]
+    assert overruled(judged) == [Fit.ALWAYS, Fit.HOLDS]
+    # Another rule without a condition is put in doubt as before (neither says where it holds).
+    decoy_everywhere = template("capture_payment", avoid="refund_and_recharge")
+    judged = [(t, judge(t, {"auth_result": "approved"}, actions)) for t in (everywhere, decoy_everywhere)]
+    assert overruled(judged) == [Fit.ALWAYS, Fit.UNKNOWN]
+
+
 def test_retry_advice_stands_only_where_no_applying_rule_says_the_call_fails_here() -> None:
     actions = ("export_csv", "set_encoding", "export_json")
     flaky = template("export_csv", Predicate(feature="rows", op=">", value=44), avoid="export_json", retry=True)
