@@ -319,10 +319,22 @@ def merge_pair(
             "condition": old.condition.model_copy(update={"predicates": _merge_conditions(old, new, w_old, w_new)}),
             "caveats": _merge_caveats(old, new),
             "retry": old.retry or new.retry,
+            "tested": _merge_tested(old.tested, new.tested),
             "confidence": max(confidence, new.confidence),
             "updated_at": max(old.updated_at, new.updated_at),
         }
     )
+
+
+def _merge_tested(
+    old: dict[str, tuple[float, float]], new: dict[str, tuple[float, float]]
+) -> dict[str, tuple[float, float]]:
+    """Both templates' tested ranges, united per feature."""
+    out = dict(old)
+    for feature, (low, high) in new.items():
+        was = out.get(feature)
+        out[feature] = (low, high) if was is None else (min(was[0], low), max(was[1], high))
+    return out
 
 
 def _merge_caveats(old: ExperienceTemplate, new: ExperienceTemplate) -> tuple[str, ...]:

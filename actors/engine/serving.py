@@ -127,7 +127,7 @@ APPLIES = (Fit.HOLDS_SAME_DECISION, Fit.HOLDS, Fit.ALWAYS_SAME_DECISION, Fit.ALW
 """Fits of a template that applies here (its condition holds, or it has none)."""
 
 
-def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
+def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]], features: Features | None = None) -> list[Fit]:
     """The fits after the narrower rules have spoken.
 
     A template whose condition holds is in doubt (unknown) when a *refinement* of it — another
@@ -144,7 +144,9 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
     to fail or cost more than the other's. ``plan_incremental`` over ``plan_streaming`` for
     ``row_count <= 5864`` says nothing against ``plan_bulk``, and ``plan_bulk``, not
     ``plan_incremental``, for ``row_count > 5489`` says plan_incremental fails here. A rule
-    without a condition puts no rule whose condition holds here in doubt (:func:`_blind_to`).
+    without a condition puts no rule whose condition holds here in doubt (:func:`_blind_to`),
+    unless that condition only holds by the learner's guess (:func:`guessing`, on ``features``:
+    the situation's snapshot flattened).
     """
     out: list[Fit] = []
     for template, value in judged:
@@ -157,21 +159,47 @@ def overruled(judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> list[Fit]:
     return [
         Fit.UNKNOWN
         if value in APPLIES
-        and any(_advises_against(other, t) and not _blind_to(other_fit, value) for other, other_fit in applying)
+        and any(
+            _advises_against(other, t) and not _blind_to(other_fit, value, t, features) for other, other_fit in applying
+        )
         else value
         for (t, _), value in zip(judged, out, strict=True)
     ]
 
 
-def _blind_to(avoider: Fit, recommender: Fit) -> bool:
-    """An unconditional rule says nothing against one whose condition holds here.
+def _blind_to(avoider: Fit, recommender: Fit, template: ExperienceTemplate, features: Features | None) -> bool:
+    """An unconditional rule says nothing against one whose condition holds here on its evidence.
 
     Had the rule that avoids a tool everywhere seen it work, it would have learned where (a
     condition); the rule recommending that tool under a condition that holds here is that
     evidence. ``capture_partial`` over ``capture_payment``, learned from one refused capture, is
-    no word against ``capture_payment`` when ``auth_result == 'approved'``.
+    no word against ``capture_payment`` when ``auth_result == 'approved'``. Not where the
+    condition holds only by the learner's guess: ``plan_incremental`` for ``row_count <= 7363``
+    worked up to 2,870 rows, and at 6,111 the rule without a condition may be right.
     """
-    return avoider in (Fit.ALWAYS, Fit.ALWAYS_SAME_DECISION) and recommender in (Fit.HOLDS, Fit.HOLDS_SAME_DECISION)
+    return (
+        avoider in (Fit.ALWAYS, Fit.ALWAYS_SAME_DECISION)
+        and recommender in (Fit.HOLDS, Fit.HOLDS_SAME_DECISION)
+        and not (features is not None and guessing(template, features))
+    )
+
+
+def guessing(template: ExperienceTemplate, features: Features) -> bool:
+    """Whether a numeric bound of ``template``'s condition holds here only by the learner's guess.
+
+    A threshold sits midway between the last value where the recommended call worked and the
+    first where it did not. Between that last value (:attr:`~ExperienceTemplate.tested`) and the
+    bound, nothing was seen: ``rows <= 7363`` learned from successes up to 2,870 rows is a guess
+    at 6,111. Below the lowest or above the highest tested value *away from* every bound is not.
+    """
+    for p in template.condition.predicates:
+        tested = template.tested.get(p.feature)
+        value = features.get(p.feature)
+        if tested is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if (p.op in ("<", "<=") and value > tested[1]) or (p.op in (">", ">=") and value < tested[0]):
+            return True
+    return False
 
 
 def retry_stands(template: ExperienceTemplate, judged: Sequence[tuple[ExperienceTemplate, Fit]]) -> bool:

@@ -454,6 +454,7 @@ def _finding(
         rationale=rationale,
         caveats=caveats,
         retry=retry,
+        tested=tested_ranges(condition, recommended),
         provenance=tuple(provenance),
         support=Support(
             successes=len(recommended),
@@ -466,6 +467,20 @@ def _finding(
     )
     contrasts = tuple(pair_contrasts(recommended, avoided))
     return Finding(template=template, evidence=tuple(evidence), contrasts=contrasts, unexplained=tuple(unexplained))
+
+
+def tested_ranges(predicates: Sequence[Predicate], worked: Sequence[Observation]) -> dict[str, tuple[float, float]]:
+    """Per numeric feature ``predicates`` test, the lowest and highest value where ``worked`` ran."""
+    out: dict[str, tuple[float, float]] = {}
+    for feature in dict.fromkeys(p.feature for p in predicates if p.op in ("<", "<=", ">", ">=")):
+        values = [
+            float(v)
+            for o in worked
+            if isinstance(v := o.features.get(feature), int | float) and not isinstance(v, bool)
+        ]
+        if values:
+            out[feature] = (min(values), max(values))
+    return out
 
 
 def _prov(obs: Observation, kind: EvidenceKind) -> Provenance:

@@ -234,7 +234,8 @@ class ExperienceService:
                 [
                     (t, fit(t, situation.context_snapshot, features, situation.available_actions, signature))
                     for t in kept
-                ]
+                ],
+                features,
             )
             judged_all = list(zip(kept, fits, strict=True))
             for template, judged in judged_all:

@@ -8,12 +8,13 @@ confidence that moves with outcome feedback.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal, Self
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, utcnow
 
@@ -170,6 +171,12 @@ class ExperienceTemplate(Frozen):
         description="The recommended call failed now and then where the condition holds, for no reason the "
         "situation shows, and works in most runs: after a failure, retry it once before switching.",
     )
+    tested: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Per numeric feature the condition tests, the lowest and highest value where the "
+        "recommended call was seen to work. Past them, toward a bound, the condition is the learner's guess "
+        "(a bound sits midway to the nearest failure).",
+    )
     source: TemplateSource = TemplateSource.ATTRIBUTION
     retired_reason: Text | None = Field(
         default=None,
@@ -178,6 +185,14 @@ class ExperienceTemplate(Frozen):
     )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("tested")
+    @classmethod
+    def _ranges(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for feature, (low, high) in value.items():
+            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+                raise ValueError(f"tested[{feature!r}] must be [lowest, highest] finite numbers, got [{low}, {high}]")
+        return value
 
     @property
     def avoid_reason(self) -> Literal["fails", "costlier"] | None:

@@ -255,3 +255,16 @@ def test_batches_learned_with_their_history_end_on_the_bound_of_all_runs_togethe
     # Weighed against the old bound's support, as before outcomes named their pool: neither.
     blind = merge_into_library(library, [t for r in later for t in r.templates]).library
     assert bounds(blind) == {("bulk_import", 89)}
+
+
+def test_templates_say_where_their_call_was_tested_and_merges_unite_the_ranges() -> None:
+    runs = bulk_vs_single_runs()
+    (bulk,) = [t for r in attribute_batch(runs) for t in r.templates]
+    assert bulk.condition.predicates == (Predicate(feature="row_count", op=">", value=85),)
+    assert bulk.tested == {"row_count": (100.0, 500.0)}  # bulk_import worked at 100 and 500 rows
+    later = attribute_batch(
+        [insert_run(90, "bulk_import", True, run=9), insert_run(2000, "bulk_import", True, run=10)], history=runs
+    )
+    new = [t for r in later for t in r.templates]
+    merged = merge_into_library([bulk], new, later[0].outcomes).library
+    assert [t.tested for t in merged] == [{"row_count": (90.0, 2000.0)}]

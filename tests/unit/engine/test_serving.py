@@ -9,6 +9,7 @@ from actors.engine.serving import (
     Fit,
     applicable,
     fit,
+    guessing,
     overruled,
     query_signature,
     rank_score,
@@ -136,6 +137,42 @@ def test_a_rule_without_a_condition_puts_no_holding_rule_in_doubt() -> None:
     decoy_everywhere = template("capture_payment", avoid="refund_and_recharge")
     judged = [(t, judge(t, {"auth_result": "approved"}, actions)) for t in (everywhere, decoy_everywhere)]
     assert overruled(judged) == [Fit.ALWAYS, Fit.UNKNOWN]
+
+
+def test_a_bound_holds_by_guess_past_the_last_value_where_the_call_worked() -> None:
+    # rows <= 7363: plan_incremental worked from 50 to 2,870 rows and failed from 11,857 on.
+    upto = template(
+        "plan_incremental", Predicate(feature="row_count", op="<=", value=7363), tested={"row_count": (50, 2870)}
+    )
+    assert guessing(upto, {"row_count": 6111})
+    assert not guessing(upto, {"row_count": 2870})
+    assert not guessing(upto, {"row_count": 10})  # below every success, but away from the bound
+    above = template(
+        "plan_bulk", Predicate(feature="row_count", op=">", value=7363), tested={"row_count": (11857, 45923)}
+    )
+    assert guessing(above, {"row_count": 8000})
+    assert not guessing(above, {"row_count": 90000})
+    # Nothing known, a missing or non-numeric feature: no guess to speak of.
+    assert not guessing(
+        template("plan_incremental", Predicate(feature="row_count", op="<=", value=7363)), {"row_count": 6111}
+    )
+    assert not guessing(upto, {"rows": 6111})
+    assert not guessing(upto, {"row_count": True})
+
+
+def test_a_rule_without_a_condition_still_doubts_one_that_holds_only_by_guess() -> None:
+    actions = ("plan_bulk", "plan_incremental", "plan_manual_export")
+    everywhere = template("plan_bulk", avoid="plan_incremental")
+    upto = template(
+        "plan_incremental",
+        Predicate(feature="row_count", op="<=", value=7363),
+        avoid="plan_manual_export",
+        tested={"row_count": (50, 2870)},
+    )
+    for rows, verdict in ((6111, Fit.UNKNOWN), (1200, Fit.HOLDS)):
+        snapshot = {"row_count": rows}
+        judged = [(t, judge(t, snapshot, actions)) for t in (everywhere, upto)]
+        assert overruled(judged, snapshot_features(snapshot)) == [Fit.ALWAYS, verdict]
 
 
 def test_retry_advice_stands_only_where_no_applying_rule_says_the_call_fails_here() -> None:
