@@ -9,8 +9,10 @@ the shortest condition a person would write. Its building blocks are *tests*, ea
   observed values (``60`` when 20 and 100 are the closest values on either side);
 * a band, ``20 < rows <= 100`` (two predicates, one test), with both ends at class boundaries;
 * an equality, ``uniform == True``, or a set, ``region in {'eu', 'uk', 'us'}``: exactly the
-  values seen more often in positive than in negative runs (so a feature whose five values call
-  for two actions gives each action its own set). Only strings of at most 64 characters and
+  values that are a larger share of the positive runs than of the negative ones (so a feature
+  whose five values call for two actions gives each action its own set; and a rare outcome,
+  three failures among twenty successes, still finds its values, though each is seen more often
+  among the successes). Only strings of at most 64 characters and
   booleans are categories; a feature with more than two values, at least two thirds of them
   distinct among all runs of the decision point (ids, free text), is never used: it
   separates anything and means nothing. Nor is a feature whose values are mostly ids, dates,
@@ -21,7 +23,8 @@ A condition is a conjunction of at most ``max_tests`` tests (default 2) on disti
 Its *errors* are the negatives it covers plus the positives it leaves out. The rule, exactly:
 
 1. Candidates: every single test, and every test paired with one of the ``SEEDS`` best single
-   tests (the second test learned on the runs the first one covers). A candidate must cover a
+   tests or with the best single test of any other feature (the second test learned on the runs
+   the first one covers). A candidate must cover a
    positive, leave out a negative, and cover a larger share of positives than of negatives.
 2. Admissible: errors at most ``E_min + slack``, where ``E_min`` is the fewest errors of any
    candidate and ``slack = n // 20`` (one error in twenty runs is noise, not a reason for one
@@ -372,7 +375,11 @@ def _categorical_tests(ev: _Evidence, feature: str, present: list[tuple[int, Sca
     for i, v in present:
         key = _category_key(v)
         by_key[key] = by_key.get(key, 0) | (1 << i)
-    chosen = sorted(k for k, mask in by_key.items() if _more_pos(ev, mask))
+    region = 0
+    for mask in by_key.values():
+        region |= mask
+    n_pos, n_neg = ev.counts(region)
+    chosen = sorted(k for k, mask in by_key.items() if _more_pos(ev, mask, n_pos, n_neg))
     if not chosen or len(chosen) == len(by_key):
         return  # nothing to tell apart among the values present
     mask = 0
@@ -395,9 +402,10 @@ def _names_one_thing(feature: str, values: Sequence[Scalar]) -> bool:
     return bool(strings) and 2 * sum(string_kind(feature, v) in POINT_KINDS for v in strings) > len(strings)
 
 
-def _more_pos(ev: _Evidence, mask: int) -> bool:
+def _more_pos(ev: _Evidence, mask: int, n_pos: int, n_neg: int) -> bool:
+    """The value is a larger share of the positive runs than of the negative ones (of those present)."""
     pos, neg = ev.counts(mask)
-    return pos > neg
+    return pos * n_neg > neg * n_pos
 
 
 def _is_category(value: Scalar) -> bool:
@@ -438,6 +446,25 @@ def _rank(ev: _Evidence, tests: Sequence[_Test], mask: int) -> tuple[object, ...
     )
 
 
+def _seeds(ev: _Evidence, singles: Sequence[_Test]) -> list[_Test]:
+    """First halves of conjunctions: the ``SEEDS`` single tests with fewest errors (then by rank),
+    and the best single test of every other feature.
+
+    Narrow bands that cover one positive and no negative have few errors and can fill the whole
+    list on a numeric feature with many values; the first half of the conjunction that is the
+    rule (``has_non_ascii == True`` and then ``default_encoding == 'latin-1'``) covers every
+    positive with many negatives, and the second half removes them. One seed per feature keeps it.
+    """
+    ordered = sorted(singles, key=lambda t: (_errors(ev, t.mask), _rank(ev, [t], t.mask)))
+    seeds = ordered[:SEEDS]
+    features = {t.feature for t in seeds}
+    for t in ordered[SEEDS:]:
+        if t.feature not in features:
+            seeds.append(t)
+            features.add(t.feature)
+    return seeds
+
+
 def learn_condition(
     positive: Sequence[Features],
     negative: Sequence[Features],
@@ -473,9 +500,7 @@ def learn_condition(
     singles = [t for t in _tests(ev, ev.pos_mask | ev.neg_mask) if useful(t.mask)]
     candidates.extend(((t,), t.mask) for t in singles)
     if max_tests >= 2 and singles:
-        # Seeds: the single tests with fewest errors (then by rank); a good conjunction starts with one.
-        seeds = sorted(singles, key=lambda t: (_errors(ev, t.mask), _rank(ev, [t], t.mask)))
-        for seed in seeds[:SEEDS]:
+        for seed in _seeds(ev, singles):
             for second in _tests(ev, seed.mask, skip=seed.feature):
                 mask = seed.mask & second.mask
                 if mask != seed.mask and useful(mask):

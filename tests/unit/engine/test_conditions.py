@@ -185,3 +185,27 @@ def test_dates_ids_and_paths_never_become_categories() -> None:
     learned = learn_condition(pos, neg)
     assert learned is not None
     assert [p.feature for p in learned.predicates] == ["ok"]
+
+
+def test_a_rare_outcome_finds_its_two_categories_among_many_other_runs() -> None:
+    # export_csv fails only on pages with accents in latin-1: three failures among 22 successes.
+    # Each value of the rule is a larger share of the failures than of the successes, though seen
+    # more often among the successes; and the conjunction must beat narrow bands on the row count.
+    fails = [(111, True, "latin-1"), (260, True, "latin-1"), (3720, True, "latin-1")]
+    works = [(11, False, "utf-8"), (18, False, "latin-1"), (23, False, "utf-8"), (28, False, "utf-8")]
+    works += [(39, False, "latin-1"), (52, True, "utf-8"), (66, False, "latin-1"), (92, True, "utf-8")]
+    works += [(148, False, "utf-8"), (160, True, "utf-8"), (247, False, "latin-1"), (378, True, "utf-8")]
+    works += [(433, False, "utf-8"), (556, True, "utf-8"), (985, False, "latin-1"), (1123, False, "latin-1")]
+    works += [(1705, True, "utf-8"), (1739, False, "utf-8"), (2669, False, "utf-8"), (3952, False, "utf-8")]
+    works += [(4406, True, "utf-8"), (4778, True, "utf-8")]
+
+    def runs(rows: list[tuple[int, bool, str]]) -> list[dict[str, object]]:
+        return [{"row_count": n, "has_non_ascii": a, "default_encoding": e} for n, a, e in rows]
+
+    learned = learn_condition(runs(fails), runs(works))  # type: ignore[arg-type]
+    assert learned is not None
+    assert set(learned.predicates) == {
+        Predicate(feature="has_non_ascii", op="==", value=True),
+        Predicate(feature="default_encoding", op="==", value="latin-1"),
+    }
+    assert (learned.covered_positive, learned.covered_negative) == (3, 0)
