@@ -48,6 +48,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from pydantic import Field
 
@@ -97,7 +98,8 @@ class LearnedCondition(Frozen):
 # --- evaluation -------------------------------------------------------------------------------
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A finite int or float, never a bool: what the learner reads as a numeric feature value."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -145,7 +147,7 @@ def evaluate_predicate(predicate: Predicate, features: Features, snapshot: objec
         return isinstance(target, list) and any(_same(value, t) for t in target)
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if not (_is_number(value) and _is_number(target)):
+    if not (is_number(value) and is_number(target)):
         return False
     assert isinstance(value, int | float)
     assert isinstance(target, int | float)
@@ -308,7 +310,7 @@ def _tests(ev: _Evidence, region: int, skip: str | None = None) -> list[_Test]:
         present = [(i, ev.runs[i][feature]) for i in indices if feature in ev.runs[i]]
         if not present:
             continue
-        numbers = [(i, v) for i, v in present if isinstance(v, int | float) and _is_number(v)]
+        numbers = [(i, v) for i, v in present if isinstance(v, int | float) and is_number(v)]
         if len(numbers) == len(present):
             out.extend(_numeric_tests(ev, feature, numbers))
         elif feature in ev.categorical_ok and all(_is_category(v) for _, v in present):

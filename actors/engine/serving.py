@@ -39,7 +39,7 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import evaluate_features
+from actors.engine.conditions import evaluate_features, is_number
 from actors.engine.features import Features, flatten_context
 from actors.engine.library import narrows
 from actors.engine.signature import signature_key, situation_signature, situation_words
@@ -195,7 +195,7 @@ def guessing(template: ExperienceTemplate, features: Features) -> bool:
     for p in template.condition.predicates:
         tested = template.tested.get(p.feature)
         value = features.get(p.feature)
-        if tested is None or isinstance(value, bool) or not isinstance(value, int | float):
+        if tested is None or not is_number(value):
             continue
         if (p.op in ("<", "<=") and value > tested[1]) or (p.op in (">", ">=") and value < tested[0]):
             return True

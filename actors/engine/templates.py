@@ -60,7 +60,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import holds, holds_all, learn_condition, simplify
+from actors.engine.conditions import holds, holds_all, is_number, learn_condition, simplify
 from actors.engine.confidence import initial_confidence
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
@@ -473,11 +473,7 @@ def tested_ranges(predicates: Sequence[Predicate], worked: Sequence[Observation]
     """Per numeric feature ``predicates`` test, the lowest and highest value where ``worked`` ran."""
     out: dict[str, tuple[float, float]] = {}
     for feature in dict.fromkeys(p.feature for p in predicates if p.op in ("<", "<=", ">", ">=")):
-        values = [
-            float(v)
-            for o in worked
-            if isinstance(v := o.features.get(feature), int | float) and not isinstance(v, bool)
-        ]
+        values = [float(v) for o in worked if is_number(v := o.features.get(feature))]
         if values:
             out[feature] = (min(values), max(values))
     return out

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.library import narrows
 from actors.engine.retire import ActionOutcome
+from actors.engine.templates import tested_ranges as ranges_of
 from cluster.experience.templates import (
     ActionPattern,
     Condition,
@@ -268,3 +270,10 @@ def test_templates_say_where_their_call_was_tested_and_merges_unite_the_ranges()
     new = [t for r in later for t in r.templates]
     merged = merge_into_library([bulk], new, later[0].outcomes).library
     assert [t.tested for t in merged] == [{"row_count": (90.0, 2000.0)}]
+
+
+def test_a_non_finite_value_never_enters_a_tested_range() -> None:
+    # The learner reads only finite numbers as numeric values (conditions.is_number); so does the range.
+    worked = [SimpleNamespace(features={"row_count": v}) for v in (100, float("inf"), 500, float("nan"), True)]
+    bound = (Predicate(feature="row_count", op=">", value=85),)
+    assert ranges_of(bound, worked) == {"row_count": (100.0, 500.0)}  # type: ignore[arg-type]
