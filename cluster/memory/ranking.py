@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
@@ -93,6 +93,17 @@ def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
         or (plan.asks_when and policy.when_boost > 0)
         or policy.session_weight > 0
     )
+
+
+def read_ahead(facts: Iterable[CandidateFacts], plan: QueryPlan) -> None:
+    """Parse the time expressions the temporal stage will read of these candidates, now.
+
+    The parse is cached per text and day; the service calls this for the lexical candidates while
+    their dense twins are still being searched, so :func:`rank` later finds them parsed.
+    """
+    if plan.intervals or plan.asks_when:
+        for fact in facts:
+            _mentions(fact.text, fact.day)
 
 
 #: Metadata keys that name the session (conversation) a memory was told in.

@@ -83,6 +83,7 @@ from cluster.memory.ranking import (
     needs_facts,
     plan_query,
     rank,
+    read_ahead,
     stages_of,
 )
 from cluster.memory.repository import LoggedRow, LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
@@ -532,8 +533,9 @@ class MemoryService:
         """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need.
 
         The embedding (unless ``vector`` is given) and the vector search run on another thread
-        while this one plans the query and runs the lexical stage: both wait outside the GIL (the
-        model, Milvus' gRPC call, SQLite), so the lexical stage costs no latency of its own.
+        while this one plans the query, runs the lexical stage and reads the lexical candidates'
+        facts (their time expressions parsed, when the query asks about time): both threads wait
+        outside the GIL (the model, Milvus' gRPC call, SQLite), so none of that adds latency.
         """
         policy = self.ranking
         searching = self._searches.submit(self._search, owner, request.query, vector, vis)
@@ -546,10 +548,13 @@ class MemoryService:
             session, owner, words, vis, policy.candidates, common_term_docs=policy.common_term_docs
         )
         lexical = {h.seq: h.score for h in hits}
+        wanted = all_facts or needs_facts(plan, policy)
+        facts = self._facts(session, owner, list(lexical)) if wanted else {}
+        if wanted:
+            read_ahead(facts.values(), plan)
         dense = self._dense(session, owner, *searching.result(), vis)
-        facts: dict[int, CandidateFacts] = {}
-        if all_facts or needs_facts(plan, policy):
-            facts = self._facts(session, owner, [*dense, *(s for s in lexical if s not in dense)])
+        if wanted:
+            facts.update(self._facts(session, owner, [s for s in dense if s not in facts]))
         return Candidates(dense=dense, lexical=lexical, facts=facts, plan=plan)
 
     def _facts(self, session: Session, owner: str, seqs: list[int]) -> dict[int, CandidateFacts]:

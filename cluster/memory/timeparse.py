@@ -82,6 +82,32 @@ _PATTERNS = (
     _DAY_WORD,
 )
 
+# What each pattern cannot match without: a year ("19xx" or "20xx") and whole words, one of each
+# set. Most memories name no time at all, and a query ranks a couple of hundred of them, each read
+# once per process: skipping the patterns a text cannot match keeps that first reading cheap.
+_YEAR_NEEDED = re.compile(r"(?:19|20)[0-9][0-9]")
+_UNITS = frozenset(u + s for u in ("day", "week", "month", "year", "weekend") for s in ("", "s"))
+_MONTH_WORDS = frozenset(MONTHS)
+_SEASON_WORDS = frozenset(SEASONS)
+_NEEDS: dict[re.Pattern[str], tuple[bool, tuple[frozenset[str], ...]]] = {
+    _ISO: (True, ()),
+    _DAY_MONTH_YEAR: (True, (_MONTH_WORDS,)),
+    _MONTH_DAY_YEAR: (True, (_MONTH_WORDS,)),
+    _SHIFT: (False, (_UNITS,)),
+    _MONTH_YEAR: (True, (_MONTH_WORDS,)),
+    _SEASON_YEAR: (True, (_SEASON_WORDS,)),
+    _REL_UNIT: (False, (_UNITS,)),
+    _REL_WEEKDAY: (False, (frozenset(WEEKDAYS),)),
+    _REL_MONTH: (False, (_MONTH_WORDS,)),
+    _REL_SEASON: (False, (_SEASON_WORDS,)),
+    _YEAR_ALONE: (True, (frozenset(("in", "since", "during", "of", "year")),)),
+    _DAY_WORD: (
+        False,
+        (frozenset(("yesterday", "today", "tonight", "tomorrow", "night", "morning", "afternoon", "evening")),),
+    ),
+}
+_ASCII_WORD = re.compile(r"[a-z]+")
+
 
 class Interval(Frozen):
     """A closed range of days."""
@@ -120,9 +146,14 @@ def find_times(text: str, anchor: date | None) -> list[TimeMention]:
     Relative expressions need ``anchor`` (the day the text was said or written); without one
     only absolute dates are returned. Each span of text yields at most one mention.
     """
+    return scan(text, anchor, _patterns_for(text))
+
+
+def scan(text: str, anchor: date | None, patterns: Iterable[re.Pattern[str]] = _PATTERNS) -> list[TimeMention]:
+    """The mentions ``patterns`` find in ``text`` (all of them by default), in order of appearance."""
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, TimeMention]] = []
-    for pattern in _PATTERNS:
+    for pattern in patterns:
         for match in pattern.finditer(text):
             start, end = match.span()
             if any(start < e and s < end for s, e in taken):
@@ -133,6 +164,18 @@ def find_times(text: str, anchor: date | None) -> list[TimeMention]:
             taken.append((start, end))
             found.append((start, TimeMention(phrase=match.group(0), interval=interval)))
     return [mention for _, mention in sorted(found, key=lambda item: item[0])]
+
+
+def _patterns_for(text: str) -> tuple[re.Pattern[str], ...]:
+    """The patterns ``text`` could match, in their order; all of them for non-ASCII text, where
+    case-insensitive matching folds more letters than ``str.lower`` does."""
+    if not text.isascii():
+        return _PATTERNS
+    words = set(_ASCII_WORD.findall(text.lower()))
+    year = _YEAR_NEEDED.search(text) is not None
+    return tuple(
+        p for p in _PATTERNS if (year or not _NEEDS[p][0]) and all(not need.isdisjoint(words) for need in _NEEDS[p][1])
+    )
 
 
 @lru_cache(maxsize=4096)

@@ -3,8 +3,10 @@
 from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cluster.memory.timeparse import Interval, find_times, memory_date, parse_date
+from cluster.memory.timeparse import Interval, find_times, memory_date, parse_date, scan
 
 # A Tuesday.
 ANCHOR = date(2023, 5, 9)
@@ -91,3 +93,34 @@ def test_a_memorys_date_comes_from_date_like_metadata_before_its_validity() -> N
 def test_an_interval_cannot_end_before_it_starts() -> None:
     with pytest.raises(ValueError, match="ends"):
         Interval(start=date(2023, 5, 2), end=date(2023, 5, 1))
+
+
+# Phrases every pattern matches and words they are built from, beside plain ones, in any case.
+_PHRASES = [
+    *"last night|This Morning|two weeks ago|a few days before|3 months later|in May|since june|last Sept".split("|"),
+    *"8 May 2023|May 8, 2023|2023-05-08|June of 2022|summer 2021|next Friday|on monday|this weekend".split("|"),
+    *"last summer|next fall|in 1999|year 2020|yesterday|today|tonight|tomorrow|this evening|past year".split("|"),
+]
+_WORDS = [
+    *"last past previous this next coming in since on of during year ago before earlier after later".split(),
+    *"day days week weeks weekend weekends month months years May may. Sept sep Jun summer 31 2023 8th".split(),
+    *"I went painting Caroline's kids the with ſummer K weekends_ week's nights".split(),
+]
+_TOKENS = st.sampled_from(_PHRASES + _WORDS).flatmap(lambda t: st.sampled_from([t, t.upper(), t.lower()]))
+_SEPARATORS = st.sampled_from([" ", "  ", ", ", ". ", "\n", "-", "'", "_", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_TOKENS, _SEPARATORS), max_size=12), st.sampled_from([ANCHOR, None]))
+def test_skipping_patterns_a_text_cannot_match_changes_nothing(
+    parts: list[tuple[str, str]], anchor: date | None
+) -> None:
+    text = "".join(token + sep for token, sep in parts)
+    assert find_times(text, anchor) == scan(text, anchor)
+
+
+@pytest.mark.parametrize("phrase", _PHRASES)
+def test_every_kind_of_phrase_is_still_found_in_any_case(phrase: str) -> None:
+    for variant in (phrase, phrase.upper(), phrase.lower()):
+        text = f"Well, {variant} we painted."
+        assert find_times(text, ANCHOR) == scan(text, ANCHOR) != []
