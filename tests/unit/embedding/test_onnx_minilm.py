@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
 from pathlib import Path
 
@@ -10,7 +12,14 @@ import pytest
 
 from cluster.core.errors import StoreUnavailable
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
-from cluster.embedding.onnx_minilm import MODEL_SHA256, TOKENIZER_PATH, default_model_path, file_sha256
+from cluster.embedding.onnx_minilm import (
+    MODEL_SHA256,
+    PASS_OVERHEAD_TOKENS,
+    TOKENIZER_PATH,
+    default_model_path,
+    file_sha256,
+    passes,
+)
 
 SENTENCES = [
     "A man is eating food.",
@@ -131,3 +140,42 @@ def test_cache_answers_repeats_without_recomputing(embedder: OnnxMiniLMEmbedder)
     cached.embed(["b"])
     assert cached.misses == 5
     assert cached.dimension == 384
+
+
+def _cost(lengths: list[int], ranges: list[tuple[int, int]]) -> int:
+    return sum(PASS_OVERHEAD_TOKENS + (end - start) * lengths[end - 1] for start, end in ranges)
+
+
+def test_passes_cover_every_input_in_order_within_the_row_limit() -> None:
+    lengths = sorted(random.Random(3).randint(3, 120) for _ in range(70))
+    ranges = passes(lengths, 32)
+    assert [i for start, end in ranges for i in range(start, end)] == list(range(70))
+    assert all(0 < end - start <= 32 for start, end in ranges)
+    assert passes([], 32) == []
+
+
+def test_short_inputs_are_not_padded_to_a_long_one() -> None:
+    assert passes([6] * 10 + [90, 95], 32) == [(0, 10), (10, 12)]
+    assert passes([9, 10, 10, 11], 32) == [(0, 4)]  # alike: one pass saves the overhead
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_passes_are_the_cheapest_cut(seed: int) -> None:
+    rng = random.Random(seed)
+    lengths = sorted(rng.randint(2, 100) for _ in range(rng.randint(1, 9)))
+    most = rng.randint(1, 5)
+    n = len(lengths)
+    cheapest = min(
+        _cost(lengths, list(itertools.pairwise([0, *cuts, n])))
+        for k in range(n)
+        for cuts in itertools.combinations(range(1, n), k)
+        if all(b - a <= most for a, b in itertools.pairwise([0, *cuts, n]))
+    )
+    assert _cost(lengths, passes(lengths, most)) == cheapest
+
+
+def test_texts_of_unlike_length_embed_as_they_do_alone(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = ["Hi!", "ok", "I finally finished the painting of the lake I started last summer, with the kids.", "Yes"]
+    together = np.asarray(embedder.embed(texts))
+    alone = np.asarray([embedder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
