@@ -101,9 +101,14 @@ def read_ahead(facts: Iterable[CandidateFacts], plan: QueryPlan) -> None:
     The parse is cached per text and day; the service calls this for the lexical candidates while
     their dense twins are still being searched, so :func:`rank` later finds them parsed.
     """
-    if plan.intervals or plan.asks_when:
+    if _reads_times(plan):
         for fact in facts:
             _mentions(fact.text, fact.day)
+
+
+def _reads_times(plan: QueryPlan) -> bool:
+    """Does the temporal stage read the candidates' time expressions for this query?"""
+    return bool(plan.intervals) or plan.asks_when
 
 
 #: Metadata keys that name the session (conversation) a memory was told in.
@@ -176,7 +181,7 @@ def rank(
 
 def _time_match(fact: CandidateFacts, plan: QueryPlan) -> str | None:
     """The phrase that puts the memory in the query's time, or (for "when") the time it states."""
-    if not plan.intervals and not plan.asks_when:
+    if not _reads_times(plan):
         return None
     mentions = _mentions(fact.text, fact.day)
     if plan.intervals:

@@ -549,8 +549,9 @@ class MemoryService:
         )
         lexical = {h.seq: h.score for h in hits}
         wanted = all_facts or needs_facts(plan, policy)
-        facts = self._facts(session, owner, list(lexical)) if wanted else {}
+        facts: dict[int, CandidateFacts] = {}
         if wanted:
+            facts = self._facts(session, owner, list(lexical))
             read_ahead(facts.values(), plan)
         dense = self._dense(session, owner, *searching.result(), vis)
         if wanted:

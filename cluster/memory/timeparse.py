@@ -44,28 +44,33 @@ NUMBERS = {
     "several": 3,
 }
 SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11)}
+UNITS = ("day", "week", "month", "year", "weekend")
+DAY_WORDS = (
+    *("yesterday", "today", "tonight", "tomorrow"),
+    *("last night", "this morning", "this afternoon", "this evening"),
+)
+YEAR_LEADS = ("in", "since", "during", "of", "year")
 
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _COUNT = r"(?P<count>\d+|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
-_UNIT = r"(?P<unit>day|week|month|year|weekend)s?"
+_UNIT = r"(?P<unit>" + "|".join(UNITS) + r")s?"
+_SEASON = r"(?P<season>" + "|".join(SEASONS) + r")"
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
 _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I)
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.I)
-_SEASON_YEAR = re.compile(r"\b(?P<season>spring|summer|autumn|fall)\s+(?:of\s+)?" + _YEAR + r"\b", re.I)
+_SEASON_YEAR = re.compile(rf"\b{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I)
 _SHIFT = re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|before|earlier|after|later|from now)\b", re.I)
 _REL_UNIT = re.compile(rf"\b(?P<which>last|past|previous|this|next|coming)\s+{_UNIT}\b", re.I)
 _REL_WEEKDAY = re.compile(r"\b(?P<which>last|this|next|on)\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")\b", re.I)
 _REL_MONTH = re.compile(rf"\b(?P<which>in|last|this|next|since)\s+{_MONTH}(?!\s*[\d,])\b", re.I)
-_REL_SEASON = re.compile(r"\b(?P<which>last|this|next)\s+(?P<season>spring|summer|autumn|fall)\b", re.I)
-_YEAR_ALONE = re.compile(r"\b(?:in|since|during|of|year)\s+" + _YEAR + r"\b", re.I)
-_DAY_WORD = re.compile(
-    r"\b(?P<word>yesterday|today|tonight|tomorrow|last night|this morning|this afternoon|this evening)\b", re.I
-)
+_REL_SEASON = re.compile(rf"\b(?P<which>last|this|next)\s+{_SEASON}\b", re.I)
+_YEAR_ALONE = re.compile(r"\b(?:" + "|".join(YEAR_LEADS) + r")\s+" + _YEAR + r"\b", re.I)
+_DAY_WORD = re.compile(r"\b(?P<word>" + "|".join(DAY_WORDS) + r")\b", re.I)
 
 _PATTERNS = (
     _ISO,
@@ -82,29 +87,27 @@ _PATTERNS = (
     _DAY_WORD,
 )
 
-# What each pattern cannot match without: a year ("19xx" or "20xx") and whole words, one of each
-# set. Most memories name no time at all, and a query ranks a couple of hundred of them, each read
-# once per process: skipping the patterns a text cannot match keeps that first reading cheap.
+# What each pattern cannot match without: a year ("19xx" or "20xx"), and/or one of a set of whole
+# words, taken from the words the pattern is built of. Most memories name no time at all, and a
+# query ranks a couple of hundred of them, each read once per process: skipping the patterns a text
+# cannot match keeps that first reading cheap.
 _YEAR_NEEDED = re.compile(r"(?:19|20)[0-9][0-9]")
-_UNITS = frozenset(u + s for u in ("day", "week", "month", "year", "weekend") for s in ("", "s"))
+_UNIT_WORDS = frozenset(u + s for u in UNITS for s in ("", "s"))
 _MONTH_WORDS = frozenset(MONTHS)
 _SEASON_WORDS = frozenset(SEASONS)
-_NEEDS: dict[re.Pattern[str], tuple[bool, tuple[frozenset[str], ...]]] = {
-    _ISO: (True, ()),
-    _DAY_MONTH_YEAR: (True, (_MONTH_WORDS,)),
-    _MONTH_DAY_YEAR: (True, (_MONTH_WORDS,)),
-    _SHIFT: (False, (_UNITS,)),
-    _MONTH_YEAR: (True, (_MONTH_WORDS,)),
-    _SEASON_YEAR: (True, (_SEASON_WORDS,)),
-    _REL_UNIT: (False, (_UNITS,)),
-    _REL_WEEKDAY: (False, (frozenset(WEEKDAYS),)),
-    _REL_MONTH: (False, (_MONTH_WORDS,)),
-    _REL_SEASON: (False, (_SEASON_WORDS,)),
-    _YEAR_ALONE: (True, (frozenset(("in", "since", "during", "of", "year")),)),
-    _DAY_WORD: (
-        False,
-        (frozenset(("yesterday", "today", "tonight", "tomorrow", "night", "morning", "afternoon", "evening")),),
-    ),
+_NEEDS: dict[re.Pattern[str], tuple[bool, frozenset[str] | None]] = {
+    _ISO: (True, None),
+    _DAY_MONTH_YEAR: (True, _MONTH_WORDS),
+    _MONTH_DAY_YEAR: (True, _MONTH_WORDS),
+    _SHIFT: (False, _UNIT_WORDS),
+    _MONTH_YEAR: (True, _MONTH_WORDS),
+    _SEASON_YEAR: (True, _SEASON_WORDS),
+    _REL_UNIT: (False, _UNIT_WORDS),
+    _REL_WEEKDAY: (False, frozenset(WEEKDAYS)),
+    _REL_MONTH: (False, _MONTH_WORDS),
+    _REL_SEASON: (False, _SEASON_WORDS),
+    _YEAR_ALONE: (True, frozenset(YEAR_LEADS)),
+    _DAY_WORD: (False, frozenset(w.split()[-1] for w in DAY_WORDS)),  # "last night" needs "night"
 }
 _ASCII_WORD = re.compile(r"[a-z]+")
 
@@ -173,9 +176,12 @@ def _patterns_for(text: str) -> tuple[re.Pattern[str], ...]:
         return _PATTERNS
     words = set(_ASCII_WORD.findall(text.lower()))
     year = _YEAR_NEEDED.search(text) is not None
-    return tuple(
-        p for p in _PATTERNS if (year or not _NEEDS[p][0]) and all(not need.isdisjoint(words) for need in _NEEDS[p][1])
-    )
+
+    def possible(pattern: re.Pattern[str]) -> bool:
+        needs_year, needs_word = _NEEDS[pattern]
+        return (year or not needs_year) and (needs_word is None or not needs_word.isdisjoint(words))
+
+    return tuple(p for p in _PATTERNS if possible(p))
 
 
 @lru_cache(maxsize=4096)
