@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
 from typing import Any
@@ -57,6 +57,11 @@ class CandidateFacts:
     entities: frozenset[str] = frozenset()
     text: str = ""
     session: str | None = None
+    group: str = field(init=False, repr=False, compare=False)
+    """What the session stage groups by: the session, else the memory's day (made once, read per query)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group", self.session if self.session is not None else self.day.isoformat())
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,22 +165,36 @@ def rank(
 ) -> list[Ranked]:
     """All candidates, best first (ties by ``seq``). Candidates without facts skip stages 2-4."""
     fused = fuse(dense, lexical, policy)
+    # One pass over the candidates, with what each stage needs decided once per query: this runs
+    # for every candidate of every query.
     wanted = {e.lower() for e in plan.entities}
-    staged: dict[int, Ranked] = {}
+    entity_factor = 1.0 + policy.entity_boost
+    reads_times = _reads_times(plan)
+    time_factor = 1.0 + (policy.time_boost if plan.intervals else policy.when_boost)
+    by_session = policy.session_weight > 0
+    staged: list[tuple[int, float, float, tuple[str, ...], str | None, str | None]] = []
     for seq, base in fused.items():
         fact = facts.get(seq)
+        if fact is None:
+            staged.append((seq, base, base, (), None, None))
+            continue
         score = base
         named: tuple[str, ...] = ()
-        time: str | None = None
-        if fact is not None:
+        if wanted:
             named = tuple(sorted(e for e in fact.entities if e.lower() in wanted))
             if named:
-                score *= 1.0 + policy.entity_boost
-            time = _time_match(fact, plan)
-            if time is not None:
-                score *= 1.0 + (policy.time_boost if plan.intervals else policy.when_boost)
-        staged[seq] = Ranked(seq=seq, score=score, fused=base, entities=named, time=time)
-    ranked = _with_sessions(staged, facts, policy) if policy.session_weight > 0 else list(staged.values())
+                score *= entity_factor
+        time = _time_match(fact, plan) if reads_times else None
+        if time is not None:
+            score *= time_factor
+        staged.append((seq, score, base, named, time, fact.group if by_session else None))
+    bonus = _session_bonus(staged, policy) if by_session else {}
+    ranked = [
+        Ranked(seq, score + bonus[group], base, named, time, bonus[group])
+        if group is not None
+        else Ranked(seq, score, base, named, time)
+        for seq, score, base, named, time, group in staged
+    ]
     return sorted(ranked, key=lambda r: (-r.score, r.seq))
 
 
@@ -197,31 +216,16 @@ def _mentions(text: str, day: date) -> list[TimeMention]:
     return find_times(text, day)
 
 
-def _with_sessions(
-    staged: dict[int, Ranked], facts: Mapping[int, CandidateFacts], policy: RankingPolicy
-) -> list[Ranked]:
+def _session_bonus(
+    staged: Sequence[tuple[int, float, float, tuple[str, ...], str | None, str | None]], policy: RankingPolicy
+) -> dict[str, float]:
+    """Per session: ``session_weight`` times the mean of its best ``session_top`` scores."""
     members: dict[str, list[float]] = defaultdict(list)
-    for seq, ranked in staged.items():
-        session = _session_of(facts.get(seq))
-        if session is not None:
-            members[session].append(ranked.score)
-    support = {s: sum(sorted(v, reverse=True)[: policy.session_top]) / policy.session_top for s, v in members.items()}
-    out = []
-    for seq, ranked in staged.items():
-        session = _session_of(facts.get(seq))
-        if session is None:
-            out.append(ranked)
-            continue
-        bonus = policy.session_weight * support[session]
-        # Built directly: ``dataclasses.replace`` costs several times more, once per candidate.
-        out.append(Ranked(seq, ranked.score + bonus, ranked.fused, ranked.entities, ranked.time, bonus))
-    return out
-
-
-def _session_of(fact: CandidateFacts | None) -> str | None:
-    if fact is None:
-        return None
-    return fact.session if fact.session is not None else fact.day.isoformat()
+    for _, score, _, _, _, group in staged:
+        if group is not None:
+            members[group].append(score)
+    top = policy.session_top
+    return {s: policy.session_weight * (sum(sorted(v, reverse=True)[:top]) / top) for s, v in members.items()}
 
 
 def stages_of(ranked: Ranked, dense: bool, lexical: bool) -> tuple[str, ...]:

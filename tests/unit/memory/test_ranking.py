@@ -75,6 +75,18 @@ def test_session_evidence_lifts_a_memory_whose_session_holds_other_good_candidat
     assert "session" in stages_of(ranked[0], True, True)
 
 
+def test_memories_without_a_session_support_each_other_by_their_day() -> None:
+    may_9 = CandidateFacts(seq=1, day=DAY)
+    facts = {1: may_9, 2: CandidateFacts(seq=2, day=DAY), 3: CandidateFacts(seq=3, day=date(2023, 5, 10))}
+    assert may_9.group == "2023-05-09"
+    ranked = {r.seq: r for r in rank([1, 2, 3], [], facts, QueryPlan(), only(session_weight=1.0, session_top=2))}
+    # 1 and 2 share their day: each gains the mean of the day's two fused scores; 3 its own score.
+    day_support = (ranked[1].fused + ranked[2].fused) / 2
+    assert ranked[1].session_bonus == ranked[2].session_bonus == day_support
+    assert ranked[3].session_bonus == ranked[3].fused / 2
+    assert ranked[1].score == ranked[1].fused + day_support
+
+
 def test_facts_come_from_metadata_before_the_stored_fields() -> None:
     written = datetime(2026, 1, 1, tzinfo=UTC)
     meta = {"speaker": "Gina", "session": 3, "session_date_time": "8 May, 2023"}
