@@ -156,6 +156,10 @@ def fuse(dense: Sequence[int], lexical: Sequence[int], policy: RankingPolicy) ->
     return fused
 
 
+#: A candidate between the stages: seq, score so far, fused score, entities named, time phrase, session group.
+_Staged = tuple[int, float, float, tuple[str, ...], str | None, str | None]
+
+
 def rank(
     dense: Sequence[int],
     lexical: Sequence[int],
@@ -165,14 +169,13 @@ def rank(
 ) -> list[Ranked]:
     """All candidates, best first (ties by ``seq``). Candidates without facts skip stages 2-4."""
     fused = fuse(dense, lexical, policy)
-    # One pass over the candidates, with what each stage needs decided once per query: this runs
-    # for every candidate of every query.
+    # One pass over the candidates, with what each stage needs decided once per query.
     wanted = {e.lower() for e in plan.entities}
     entity_factor = 1.0 + policy.entity_boost
     reads_times = _reads_times(plan)
     time_factor = 1.0 + (policy.time_boost if plan.intervals else policy.when_boost)
     by_session = policy.session_weight > 0
-    staged: list[tuple[int, float, float, tuple[str, ...], str | None, str | None]] = []
+    staged: list[_Staged] = []
     for seq, base in fused.items():
         fact = facts.get(seq)
         if fact is None:
@@ -216,9 +219,7 @@ def _mentions(text: str, day: date) -> list[TimeMention]:
     return find_times(text, day)
 
 
-def _session_bonus(
-    staged: Sequence[tuple[int, float, float, tuple[str, ...], str | None, str | None]], policy: RankingPolicy
-) -> dict[str, float]:
+def _session_bonus(staged: Sequence[_Staged], policy: RankingPolicy) -> dict[str, float]:
     """Per session: ``session_weight`` times the mean of its best ``session_top`` scores."""
     members: dict[str, list[float]] = defaultdict(list)
     for _, score, _, _, _, group in staged:
