@@ -7,6 +7,9 @@ the live service uses. The templates found are written as an
 experience library file per owner (the JSON Lines export format), to compare or import, and with
 ``new_version`` also as a new library version per owner beside the active one: not served until
 ``hindsight library promote`` (see docs/jobs.md, "Library versions").
+
+Results are taken in the groups' order, whichever actor finishes first, so the library is the same
+for any pool size.
 """
 
 from __future__ import annotations
@@ -61,11 +64,12 @@ class AttributeGroups:
         self._roles = RoleLibraries(shared=shared_roles)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        indexes: list[int] = []
         owners: list[str] = []
         trajectories: list[int] = []
         templates: list[str] = []
         outcomes: list[str] = []
-        for owner, ids_json in zip(batch["owner"], batch["trajectory_ids"], strict=True):
+        for index, owner, ids_json in zip(batch["group"], batch["owner"], batch["trajectory_ids"], strict=True):
             ids = [uuid.UUID(i) for i in json.loads(ids_json)]
             with self._db.transaction() as session:
                 store = SqlTrajectoryStore(session)
@@ -75,12 +79,14 @@ class AttributeGroups:
                 members = store.run_members(str(owner), run_ids, ids)
             results = attribute_batch(group, scorer=self._scorer, run_members=members)
             found = [t.model_dump(mode="json") for r in results for t in r.templates]
+            indexes.append(int(index))
             owners.append(str(owner))
             trajectories.append(len(group))
             templates.append(json.dumps(found))
             pooled = [o.model_dump(mode="json") for r in results for o in r.outcomes] if self._with_outcomes else []
             outcomes.append(json.dumps(pooled))
         return {
+            "group": np.array(indexes),
             "owner": np.array(owners, dtype=object),
             "trajectories": np.array(trajectories),
             "templates": np.array(templates, dtype=object),
@@ -140,7 +146,7 @@ def reprocess(
     for (group_owner, _role, _task_type), ids in groups.items():
         for start in range(0, len(ids), group_size):
             chunk = [str(i) for i in ids[start : start + group_size]]
-            rows.append({"owner": group_owner, "trajectory_ids": json.dumps(chunk)})
+            rows.append({"group": len(rows), "owner": group_owner, "trajectory_ids": json.dumps(chunk)})
     if not rows:
         return ReprocessSummary(0, 0, {}, [])
     resources: dict[str, Any] = {} if num_cpus is None else {"num_cpus": num_cpus}
@@ -161,7 +167,10 @@ def reprocess(
     per_owner: dict[str, list[dict[str, Any]]] = {}
     evidence: dict[str, list[ActionOutcome]] = {}
     total = 0
-    for row in dataset.iter_rows():
+    # The pool hands groups back as they finish, and merging near-duplicates depends on the order
+    # templates arrive in: taken in the groups' own order, the library does not depend on the
+    # number of actors or on which finished first (the plain loop's library, in any run).
+    for row in sorted(dataset.iter_rows(), key=lambda r: int(r["group"])):
         total += int(row["trajectories"])
         per_owner.setdefault(str(row["owner"]), []).extend(json.loads(row["templates"]))
         pooled = [ActionOutcome.model_validate(o) for o in json.loads(row["outcomes"])]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
-from cluster.experience.models import LibrarySource
+from cluster.experience.exchange import parse_export
+from cluster.experience.models import LibrarySource, content_hash
 from cluster.experience.versions import LibraryVersions
 from cluster.services import build_services
 from cluster.settings import Settings
 from pipelines.reprocess import reprocess
+from tests.e2e.slow_scorer import SLOW_TASK_TYPE
 from tests.integration.experience.test_learning_loop import store_runs
 from tests.unit.engine.builders import bulk_vs_single_runs
 from tests.unit.engine.fleet_roles import regional_fleet
@@ -94,3 +97,39 @@ def test_reprocessing_pools_the_roles_the_settings_share(ray_session: None, tmp_
             ], role
     finally:
         services.close()
+
+
+def test_the_library_does_not_depend_on_which_group_the_pool_finishes_first(ray_session: None, tmp_path: Path) -> None:
+    # Merging near-duplicates depends on the order templates arrive in (seen on 30k fleet
+    # trajectories: every shuffled group order gave another library), so the pool's results are
+    # taken in the groups' order. Here the first group is slowed down, so on two actors the second
+    # one finishes first.
+    settings = Settings(data_dir=tmp_path)
+    services = build_services(settings)
+    runs = []
+    for task_type in (SLOW_TASK_TYPE, "import-fast"):
+        for run in bulk_vs_single_runs():
+            header = run.header.model_copy(update={"trajectory_id": uuid.uuid4(), "task_type": task_type})
+            runs.append(run.model_copy(update={"header": header}))
+    try:
+        store_runs(services.db, "team-a", runs)
+    finally:
+        services.close()
+    libraries = []
+    for actors in (1, 2):
+        out = tmp_path / f"x{actors}"
+        summary = reprocess(
+            settings,
+            out,
+            scorer="slow_on_one_task_type",
+            scorer_modules=["tests.e2e.slow_scorer"],
+            actors=actors,
+            num_cpus=0.5,
+        )
+        assert summary.groups == 2
+        found = parse_export((out / "team-a.jsonl").read_text().splitlines())
+        # Template ids are drawn anew each run: the rules, their confidences and their order must agree.
+        libraries.append([(t.task_type, content_hash(t), t.confidence) for t in found])
+    assert libraries[0][0][0] == SLOW_TASK_TYPE, "the slow group's templates come first"
+    assert {task_type for task_type, _, _ in libraries[0]} == {SLOW_TASK_TYPE, "import-fast"}
+    assert libraries[1] == libraries[0]
