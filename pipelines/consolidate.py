@@ -80,13 +80,21 @@ def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 2
     """The library :func:`pipelines.reprocess.reprocess` and ``create_version`` build from ``trajectories``:
     groups of one role and task type (at most ``group_size`` each) attributed together, then merged."""
     groups: dict[tuple[str, str | None], list[Trajectory]] = {}
+    by_run: dict[tuple[str, str], list[Trajectory]] = {}
     for t in trajectories:
         groups.setdefault((t.header.role, t.header.task_type), []).append(t)
+        if t.header.run_id is not None:
+            by_run.setdefault((t.owner, t.header.run_id), []).append(t)
     found: list[ExperienceTemplate] = []
     outcomes: list[ActionOutcome] = []
     for _key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         for start in range(0, len(group), group_size):
-            results = attribute_batch(group[start : start + group_size], scorer=scorer, run_members=trajectories)
+            batch = group[start : start + group_size]
+            # Only the batch's own runs: blame is decided within a run, and handing every
+            # trajectory to every batch made the rebuild quadratic in the owner's history.
+            runs = dict.fromkeys((t.owner, t.header.run_id) for t in batch if t.header.run_id is not None)
+            members = [m for run in runs for m in by_run[run]]
+            results = attribute_batch(batch, scorer=scorer, run_members=members)
             found.extend(t for r in results for t in r.templates)
             outcomes.extend(o for r in results for o in r.outcomes)
     return list(merge_into_library([], found, outcomes).library)
