@@ -168,7 +168,8 @@ class MilvusExperienceIndex:
         return {uuid.UUID(str(key)) for key in self.rows.ids(owner)}
 
     def delete(self, owner: str, template_ids: Sequence[uuid.UUID]) -> None:
-        self.rows.delete(owner, [str(t) for t in template_ids])
+        """Remove these templates' vectors; the ids are the owner's, read from SQL (Milvus deletes by key alone)."""
+        self.rows.delete([str(t) for t in template_ids])
 
     def drop(self) -> None:
         """Remove the whole collection (every owner): only for a full rebuild."""

@@ -151,7 +151,8 @@ class MilvusMemoryIndex:
         return [VectorHit(int(key), score) for key, score, _ in self.rows.search(owner, vector, limit, equals=equals)]
 
     def delete(self, owner: str, seqs: Sequence[int]) -> None:
-        self.rows.delete(owner, list(seqs))
+        """Remove these rows' vectors; the seqs are the owner's, read from SQL (Milvus deletes by key alone)."""
+        self.rows.delete(list(seqs))
 
     def seqs(self, owner: str) -> set[int]:
         """Every vector id this owner has (for rebuilds, consistency checks and tests)."""

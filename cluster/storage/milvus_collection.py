@@ -4,8 +4,9 @@ What it guarantees, whichever index uses it:
 
 * **Schema from a typed field list** (:class:`CollectionSpec`): a primary key, an ``owner`` field,
   scalar filter fields and one float vector. :meth:`MilvusCollection.ensure` creates and loads it.
-* **Owner on every read and delete.** :meth:`search`, :meth:`query`, :meth:`ids`, :meth:`delete`
-  and :meth:`count` take the owner first and always filter on it.
+* **Owner on every read.** :meth:`search`, :meth:`query`, :meth:`ids` and :meth:`count` take the
+  owner first and always filter on it. Deletes go by primary key alone (below): every index's keys
+  are SQL primary keys, unique across owners, and its callers pass only keys read under the owner.
 * **One filter-literal policy.** Filters are built here only, from typed arguments: strings go
   through :func:`literal` (quotes and backslashes escaped, control characters refused, because
   Milvus' expression parser has no escape for them), integers through ``int``. :meth:`upsert`
@@ -17,6 +18,14 @@ What it guarantees, whichever index uses it:
   Lite 2.5.1's upsert call costs time linear in the collection (measured: 18 ms per one-row
   upsert at 20k rows, 80 ms at 100k) where delete + insert costs about 2.5 ms at 100k. Should the
   insert fail after the delete, the caller's retry (the memory index queue) writes the row again.
+* **Deletes by primary key, never by a filter, and never decided by a read.** On Lite 2.5.1 a
+  filtered query for keys (``owner == … and key in […]``) misses rows while many rows are being
+  replaced, and a delete by filter runs such a query inside. Measured (``bench/milvus_deletes.py``,
+  docs/benchmarks.md "Reindex"): upserting 100,000 existing keys of four owners again, a filtered
+  delete before each insert, or a strong-consistency filtered query choosing which keys to delete,
+  left one owner with 3,232 of its 25,000 keys findable and two holding thousands of keys twice;
+  deleting every key of the batch by primary key left exactly one row per key, also with the same
+  filtered query run (and ignored) before each batch.
 * **Timeouts on every call**, and every backend failure raised as ``StoreUnavailable``.
 """
 
@@ -208,9 +217,8 @@ class MilvusCollection:
         primary = self.spec.primary.name
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]
-            for owner in () if fresh else dict.fromkeys(r[self.spec.OWNER] for r in batch):
-                keys = [r[primary] for r in batch if r[self.spec.OWNER] == owner]
-                self._call("upsert", self.client.delete, self.name, filter=self._where(owner, keys=keys))
+            if not fresh:
+                self._call("upsert", self.client.delete, self.name, ids=[r[primary] for r in batch])
             self._call("upsert", self.client.insert, self.name, batch)
 
     def _row(self, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,14 +242,13 @@ class MilvusCollection:
         out[spec.VECTOR] = vector
         return out
 
-    def delete(self, owner: str, keys: Sequence[Key]) -> None:
-        """Delete the owner's rows with these primary keys (others' rows with the same keys stay)."""
+    def delete(self, keys: Sequence[Key]) -> None:
+        """Delete the rows with these primary keys, by key (see the module docstring for why not by owner)."""
         if not keys:
             return
         self.ensure()
         for start in range(0, len(keys), MAX_LIMIT):
-            chunk = keys[start : start + MAX_LIMIT]
-            self._call("delete", self.client.delete, self.name, filter=self._where(owner, keys=chunk))
+            self._call("delete", self.client.delete, self.name, ids=list(keys[start : start + MAX_LIMIT]))
 
     # -------------------------------------------------------------------------------------- reads
 

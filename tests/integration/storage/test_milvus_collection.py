@@ -46,16 +46,22 @@ def row(key: int, owner: str, tag: str = "", weight: float = 1.0, vector: tuple[
     return {"key": key, "owner": owner, "tag": tag, "weight": weight, "vector": list(vector)}
 
 
-def test_every_read_and_delete_is_confined_to_the_owner_whatever_its_characters(rows: MilvusCollection) -> None:
+def test_every_read_is_confined_to_the_owner_whatever_its_characters(rows: MilvusCollection) -> None:
     rows.upsert([row(i, owner) for i, owner in enumerate(OWNERS)])
     for i, owner in enumerate(OWNERS):
         assert rows.ids(owner) == {i}
         assert [key for key, _, _ in rows.search(owner, [1.0, 0.0], 10)] == [i]
         assert rows.count(owner) == 1
-        # A delete names keys of every owner; only the owner's own row goes.
-    rows.delete("alice", list(range(len(OWNERS))))
-    assert rows.ids("alice") == set()
-    assert all(rows.ids(o) == {i} for i, o in enumerate(OWNERS) if o != "alice")
+        assert [r["key"] for r in rows.query(owner, list(range(len(OWNERS))), ["key"])] == [i]
+
+
+def test_a_delete_removes_exactly_the_keys_it_names(rows: MilvusCollection) -> None:
+    # Keys are unique across owners (SQL primary keys); the delete goes by key, not by a filter.
+    rows.upsert([row(i, OWNERS[i % 2]) for i in range(6)])
+    rows.delete([0, 3, 99])
+    assert rows.ids(OWNERS[0]) == {2, 4}
+    assert rows.ids(OWNERS[1]) == {1, 5}
+    assert rows.count(OWNERS[0]) + rows.count(OWNERS[1]) == 4
 
 
 def test_a_retried_upsert_replaces_the_row_instead_of_duplicating_it(rows: MilvusCollection) -> None:
