@@ -28,6 +28,7 @@ import hashlib
 import ipaddress
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -50,12 +51,38 @@ _BIND = re.compile(r"^(\s*bind\s+)(\S*):(\d+)(.*)$")
 _ADMIN_SOCKET_MODE = re.compile(r"^(\s*stats\s+socket\s+\S+.*?\bmode\s+)(\d+)(.*)$")
 
 
+# Where free_port looks first: above Ray's worker ports (10002-19999 by default), below the
+# kernel's ephemeral range (32768 on Linux unless configured lower; read at each call).
+_FIRST_LISTEN_PORT = 20_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the OS picks it)."""
+    """A TCP port nobody listens on right now, for a listener that binds it later.
+
+    Not one the OS picks for ``bind(host, 0)``: those come from the ephemeral range, the one every
+    outgoing connection and every other ``bind(0)`` also draws from, so in the seconds before the
+    listener binds (HAProxy's side listeners wait for Serve to start) the port can be taken — seen
+    as HAProxy's stats port "Address already in use" at a service start. A port between Ray's worker
+    ports and the ephemeral range is contended only by listeners that chose it; where that band is
+    empty or full, the OS's pick is the fallback.
+    """
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32_768
+    band = range(_FIRST_LISTEN_PORT, ephemeral_low)
+    for port in random.sample(band, min(len(band), 64)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 def is_loopback(host: str) -> bool:

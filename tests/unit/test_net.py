@@ -78,6 +78,15 @@ def test_a_run_dir_open_to_others_is_refused(tmp_path: Path) -> None:
         guard.install()
 
 
+def test_a_free_port_is_outside_the_range_the_os_hands_out_meanwhile() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(20_000 <= p < low for p in ports), sorted(ports)
+    assert len(ports) > 1  # drawn at random: two starts on one machine rarely meet
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", ports.pop()))  # and really free
+
+
 def test_the_run_dir_is_short_enough_for_haproxy_socket_paths(tmp_path: Path) -> None:
     guard = HaproxyGuard.for_data_dir(tmp_path / ("a" * 50), "127.0.0.1", base=tmp_path)
     # 97 bytes is HAProxy's limit for "<run_dir>/<56-char node id>/metrics.sock".
