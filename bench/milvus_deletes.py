@@ -14,8 +14,9 @@ interleaved in pages of 2,000, batches of 256, each batch a delete of its keys a
 * ``key``: ``MilvusCollection.upsert`` as it is now (every key of the batch deleted by primary key).
 
 After the run each owner must hold exactly its keys once, read three ways: ``count(*)``, the keys
-a query iterator lists, and a query by key for every key. The table prints each reading per mode
-and the wall time of the re-upsert.
+a query iterator lists, and a query by key for every key (``twice``: keys it returns two rows
+for); each at once, on the same engine, and again after the engine restarted on the file. The
+table prints each reading per mode, and the wall time of the re-upsert.
 """
 
 from __future__ import annotations
@@ -78,14 +79,33 @@ def owner_filtered_upsert(collection: MilvusCollection, batch: list[dict[str, An
     collection.client.insert(collection.name, batch)
 
 
+def readings(collection: MilvusCollection, rows: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Per owner: count(*), the keys a query iterator lists, and the keys a query by key finds."""
+    out = {}
+    for owner in OWNERS:
+        keys = [r["template_id"] for r in rows[owner]]
+        found: collections.Counter[str] = collections.Counter()
+        for j in range(0, len(keys), 1000):
+            found.update(r["template_id"] for r in collection.query(owner, keys[j : j + 1000], ["template_id"]))
+        out[owner] = {
+            "count": collection.count(owner),
+            "listed": len(collection.ids(owner)),
+            "by_key": len(found),
+            "held_twice": sum(1 for n in found.values() if n > 1),
+        }
+    return out
+
+
 def run(mode: str, rows: dict[str, list[dict[str, Any]]], directory: Path) -> dict[str, Any]:
-    with MilvusLiteServer(directory / f"{mode}.db") as server:
+    """Fill, re-upsert in ``mode``, read at once; then restart the engine on the file and read again."""
+    path = directory / f"{mode}.db"
+    spec = experience_spec(dimension=384)
+    with MilvusLiteServer(path) as server:
         client = open_milvus(server.uri, None, dedicated=True)
-        collection = MilvusCollection(client, experience_spec(dimension=384), timeout=60.0)
+        collection = MilvusCollection(client, spec, timeout=60.0)
         collection.ensure()
         for owner in OWNERS:
             collection.upsert(rows[owner], 512)
-        listed = {o: len(collection.ids(o)) for o in OWNERS}
         pages = [[rows[o][i : i + PAGE] for i in range(0, len(rows[o]), PAGE)] for o in OWNERS]
         stream = [r for group in itertools.zip_longest(*pages) for page in group if page for r in page]
         start = time.perf_counter()
@@ -96,20 +116,13 @@ def run(mode: str, rows: dict[str, list[dict[str, Any]]], directory: Path) -> di
             else:
                 collection.upsert(batch, BATCH)
         seconds = time.perf_counter() - start
-        result: dict[str, Any] = {"mode": mode, "seconds": round(seconds, 1), "listed_before": listed}
-        for owner in OWNERS:
-            keys = [r["template_id"] for r in rows[owner]]
-            found: collections.Counter[str] = collections.Counter()
-            for j in range(0, len(keys), 1000):
-                found.update(r["template_id"] for r in collection.query(owner, keys[j : j + 1000], ["template_id"]))
-            result[owner] = {
-                "count": collection.count(owner),
-                "listed": len(collection.ids(owner)),
-                "by_key": len(found),
-                "held_twice": sum(1 for n in found.values() if n > 1),
-            }
+        at_once = readings(collection, rows)
         client.close()
-    return result
+    with MilvusLiteServer(path) as server:
+        client = open_milvus(server.uri, None, dedicated=True)
+        restarted = readings(MilvusCollection(client, spec, timeout=60.0), rows)
+        client.close()
+    return {"mode": mode, "seconds": round(seconds, 1), "at once": at_once, "after restart": restarted}
 
 
 def main() -> None:
@@ -121,20 +134,23 @@ def main() -> None:
     rows = make_rows(args.rows, args.seed)
     per_owner = args.rows // len(OWNERS)
     print(f"{args.rows:,} rows of {len(OWNERS)} owners ({per_owner:,} each), re-upserted in batches of {BATCH}")
-    header = f"{'mode':<7} | {'owner':<8} | {'count(*)':>8} | {'listed':>7} | {'by key':>7} | {'twice':>6} | {'s':>7}"
+    header = f"{'mode':<7} | {'read':<13} | {'owner':<8} | {'count(*)':>8} | {'listed':>7} | "
+    header += f"{'by key':>7} | {'twice':>6}"
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory(prefix="hs-milvus-deletes-") as directory:
         for mode in args.modes:
             result = run(mode, rows, Path(directory))
-            for owner in OWNERS:
-                r = result[owner]
-                exact = r["count"] == r["listed"] == r["by_key"] == len(rows[owner]) and not r["held_twice"]
-                print(
-                    f"{mode:<7} | {owner:<8} | {r['count']:>8,} | {r['listed']:>7,} | {r['by_key']:>7,} | "
-                    f"{r['held_twice']:>6,} | {result['seconds']:>7.1f}{'' if exact else '  WRONG'}",
-                    flush=True,
-                )
+            for when in ("at once", "after restart"):
+                for owner in OWNERS:
+                    r = result[when][owner]
+                    exact = r["count"] == r["listed"] == r["by_key"] == len(rows[owner]) and not r["held_twice"]
+                    print(
+                        f"{mode:<7} | {when:<13} | {owner:<8} | {r['count']:>8,} | {r['listed']:>7,} | "
+                        f"{r['by_key']:>7,} | {r['held_twice']:>6,}{'' if exact else '  WRONG'}",
+                        flush=True,
+                    )
+            print(f"{mode:<7} | re-upsert took {result['seconds']:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

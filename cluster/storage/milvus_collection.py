@@ -19,13 +19,13 @@ What it guarantees, whichever index uses it:
   upsert at 20k rows, 80 ms at 100k) where delete + insert costs about 2.5 ms at 100k. Should the
   insert fail after the delete, the caller's retry (the memory index queue) writes the row again.
 * **Deletes by primary key, never by a filter, and never decided by a read.** On Lite 2.5.1 a
-  filtered query for keys (``owner == … and key in […]``) misses rows while many rows are being
-  replaced, and a delete by filter runs such a query inside. Measured (``bench/milvus_deletes.py``,
-  docs/benchmarks.md "Reindex"): upserting 100,000 existing keys of four owners again, a filtered
-  delete before each insert, or a strong-consistency filtered query choosing which keys to delete,
-  left one owner with 3,232 of its 25,000 keys findable and two holding thousands of keys twice;
-  deleting every key of the batch by primary key left exactly one row per key, also with the same
-  filtered query run (and ignored) before each batch.
+  query that filters on keys (``owner == … and key in […]``) misses most rows right after many were
+  replaced, and a delete by filter runs such a query inside, so keys it missed keep their old row
+  beside the new one. Measured (``bench/milvus_deletes.py``, docs/benchmarks.md "Reindex"):
+  re-upserting 100,000 rows of four owners with a filtered delete, or with a strong-consistency
+  filtered query choosing the keys to delete, left one owner with 3,232 of its 25,000 keys findable
+  and two with thousands of keys twice; deleting every key of the batch by primary key left each key
+  exactly once.
 * **Timeouts on every call**, and every backend failure raised as ``StoreUnavailable``.
 """
 
