@@ -3,7 +3,6 @@ template's vector and records how many in its result."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from typer.testing import CliRunner
 from cluster.cli import app
 from cluster.services import build_services
 from cluster.settings import Settings
+from tests.e2e.cli_process import cli_json
 from tests.integration.experience.factories import template
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
@@ -35,7 +35,7 @@ def test_jobs_run_reindex_rebuilds_the_vectors_and_records_the_rows(
     assert result.exit_code == 0, result.output
     assert "vectors done in" in result.output
 
-    listed = CliRunner().invoke(app, ["jobs", "list", "-c", str(config), "--json"])
-    vectors = next(job for job in json.loads(listed.output) if job["name"] == "vectors")
+    listed = cli_json("jobs", "list", "-c", str(config), data_dir=tmp_path)
+    vectors = next(job for job in listed if job["name"] == "vectors")
     assert vectors["result"] == {"rows": 2, "written": {"team-a": 2}, "stale_removed": 0}
     assert vectors["last_error"] is None

@@ -3,16 +3,13 @@ its runs show in ``hindsight jobs list`` and in the service's metrics."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from actors.pool import start_background, start_scheduler, stop_pool, wait_ready
-from cluster.cli import app
 from cluster.jobs.models import JobState
 from cluster.jobs.repository import SqlJobStore
 from cluster.metrics import Metrics, reset_metrics_dir
@@ -21,6 +18,7 @@ from cluster.services import job_samples
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
+from tests.e2e.cli_process import cli_json
 from tests.e2e.test_metrics import sample
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
@@ -41,9 +39,7 @@ def wait_for_runs(db: Database, name: str, runs: int, timeout: float) -> JobStat
     raise AssertionError(f"job {name} did not finish {runs} runs in {timeout}s: {job_state(db, name)}")
 
 
-def test_a_job_runs_on_its_interval_in_the_pool_and_shows_in_jobs_list(
-    ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_job_runs_on_its_interval_in_the_pool_and_shows_in_jobs_list(ray_session: None, tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     upgrade(settings.sql_url())
     config = ServeConfig(
@@ -69,12 +65,9 @@ def test_a_job_runs_on_its_interval_in_the_pool_and_shows_in_jobs_list(
         assert second.result is not None
         assert second.result["rows"] == 0
 
-        monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(tmp_path))
         path = tmp_path / "serve.yaml"
         path.write_text(config.model_dump_json())  # JSON is YAML
-        listed = CliRunner().invoke(app, ["jobs", "list", "-c", str(path), "--json"])
-        assert listed.exit_code == 0, listed.output
-        [upkeep] = json.loads(listed.output)
+        [upkeep] = cli_json("jobs", "list", "-c", str(path), data_dir=tmp_path)
         assert upkeep["name"] == "upkeep"
         assert upkeep["runs"] >= 2
         assert upkeep["last_success_at"] is not None
