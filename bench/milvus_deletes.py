@@ -1,12 +1,12 @@
 """Re-upserting a filled Milvus Lite collection: deletes by a filter expression against deletes by key.
 
-    PYTHONPATH=. .venv/bin/python -m bench.milvus_deletes                  # 100,000 rows, both modes
+    PYTHONPATH=. .venv/bin/python -m bench.milvus_deletes                  # 100,000 rows, all three modes
     PYTHONPATH=. .venv/bin/python -m bench.milvus_deletes --rows 20000 --modes key
 
 What a rebuild does to the experience index, without SQL or a model: N rows of four owners
 (random unit vectors, the experience index's shape) are written owner after owner into a fresh
-Lite file, each owner's keys are listed once, then every row is upserted again, owners
-interleaved in pages of 2,000, batches of 256, each batch a delete of its keys and an insert:
+Lite file, then every row is upserted again, owners interleaved in pages of 2,000, batches of 256,
+each batch a delete of its keys and an insert:
 
 * ``filter``: the delete is ``client.delete(filter='owner == … and template_id in […]')``, as the
   collection adapter did before;

@@ -72,17 +72,15 @@ def free_port(host: str = "127.0.0.1") -> int:
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32_768
     band = range(_FIRST_LISTEN_PORT, ephemeral_low)
-    for port in random.sample(band, min(len(band), 64)):
+    for port in [*random.sample(band, min(len(band), 64)), 0]:  # 0: the OS picks, never refused
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        chosen: int = sock.getsockname()[1]
-        return chosen
+            chosen: int = sock.getsockname()[1]
+            return chosen
+    raise OSError(f"no free TCP port on {host}")
 
 
 def is_loopback(host: str) -> bool:
