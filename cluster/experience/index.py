@@ -117,20 +117,25 @@ class MilvusExperienceIndex:
             batch_size,
         )
 
-    def set_confidence(self, owner: str, changes: dict[uuid.UUID, tuple[float, datetime]]) -> int:
-        """Update confidence and ``updated_at`` of indexed templates; returns how many were found.
+    def set_confidence(self, owner: str, changes: dict[uuid.UUID, tuple[float, datetime]]) -> set[uuid.UUID]:
+        """Update confidence and ``updated_at`` of indexed templates; returns the ids found and updated.
 
-        Milvus Lite has no partial update, so the stored vectors are read back and re-upserted.
+        Milvus Lite has no partial update, so the stored vectors are read back and re-upserted. A
+        read by key can miss a row that is there (Milvus Lite 2.5.1, right after heavy writes; see
+        docs/milvus-lite.md), so the caller must treat an id not returned as not updated.
         """
         if not changes:
-            return 0
+            return set()
         rows = self.rows.query(owner, [str(t) for t in changes], _SCALARS, with_vector=True)
+        found: set[uuid.UUID] = set()
         for row in rows:
-            confidence, at = changes[uuid.UUID(row["template_id"])]
+            template_id = uuid.UUID(row["template_id"])
+            confidence, at = changes[template_id]
             row["confidence"] = confidence
             row["updated_at"] = _ms(at)
+            found.add(template_id)
         self.rows.upsert(rows)
-        return len(rows)
+        return found
 
     def search(
         self,

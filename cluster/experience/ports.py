@@ -67,8 +67,8 @@ class ExperienceIndex(Protocol):
 
     def upsert(self, rows: Sequence[IndexRow]) -> None: ...
 
-    def set_confidence(self, owner: str, changes: dict[uuid.UUID, tuple[float, datetime]]) -> int:
-        """Update confidence and update time of the owner's rows; returns how many were found."""
+    def set_confidence(self, owner: str, changes: dict[uuid.UUID, tuple[float, datetime]]) -> set[uuid.UUID]:
+        """Update confidence and update time of the owner's rows; returns the ids it found and updated."""
         ...
 
     def search(

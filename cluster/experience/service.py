@@ -411,13 +411,16 @@ class ExperienceService:
         if changes:
             # Only confidence moved: update the index's filter field in place instead of re-embedding.
             try:
-                self.index.set_confidence(owner, {c.template_id: (c.after, c.at) for c in changes})
+                applied = self.index.set_confidence(owner, {c.template_id: (c.after, c.at) for c in changes})
             except StoreUnavailable as exc:
                 logger.warning("confidence of %d templates not yet in the index; will retry: %s", len(changes), exc)
             else:
                 with self.db.transaction() as session:
                     store = SqlExperienceStore(session)
-                    store.mark_indexed(owner, list(store.get_many(owner, [c.template_id for c in changes]).values()))
+                    store.mark_indexed(owner, list(store.get_many(owner, sorted(applied)).values()))
+                if len(applied) < len(changes):
+                    # Rows the index did not return keep their marks and are written again in full.
+                    self.index_pending(owner)
         return OutcomeReport(changes=tuple(changes), already_counted=tuple(counted))
 
     # --- manual authoring -------------------------------------------------------------------

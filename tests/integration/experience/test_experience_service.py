@@ -17,6 +17,7 @@ from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import ConfidenceReason, TemplateEdit
 from cluster.experience.ports import IndexRow
+from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import IMPORT_NAMESPACE, ExperienceService
 from cluster.experience.templates import (
     EvidenceKind,
@@ -227,6 +228,21 @@ def test_feedback_without_a_trajectory_counts_every_time(experience: ExperienceS
     once = experience.get_template(OWNER, tid).confidence
     experience.report_outcome(OWNER, [tid], succeeded=True)
     assert experience.get_template(OWNER, tid).confidence > once > 0.5
+
+
+def test_a_confidence_change_the_index_cannot_apply_in_place_rewrites_the_vector(
+    experience: ExperienceService,
+) -> None:
+    ids = add_topics(experience)
+    # The in-place update reads the row back by key first; a row that read misses (Milvus Lite can,
+    # after heavy writes) must not be marked indexed with its old confidence.
+    experience.index.delete(OWNER, [ids[0]])
+    (change,) = experience.report_outcome(OWNER, [ids[0]], succeeded=True).changes
+    assert experience.index.ids(OWNER) == set(ids)
+    (row,) = experience.index.rows.query(OWNER, [str(ids[0])], ["confidence"])
+    assert row["confidence"] == pytest.approx(change.after)
+    with experience.db.read() as session:
+        assert SqlExperienceStore(session).index_backlog_size() == 0
 
 
 def test_reindex_from_sql_gives_the_same_answers(experience: ExperienceService) -> None:
