@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from cluster.cli import app
 from cluster.services import build_services
 from cluster.settings import Settings
-from tests.e2e.cli_process import cli_json
+from tests.cli_process import cli_json
 from tests.integration.experience.factories import template
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]

@@ -18,7 +18,7 @@ from cluster.services import job_samples
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
-from tests.e2e.cli_process import cli_json
+from tests.cli_process import cli_json
 from tests.e2e.test_metrics import sample
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]

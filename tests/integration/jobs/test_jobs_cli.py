@@ -1,19 +1,18 @@
-"""``hindsight jobs list`` and ``hindsight jobs run`` on a SQLite store, as typer runs them."""
+"""``hindsight jobs list`` and ``hindsight jobs run`` on a SQLite store, each in a process of its own."""
 
 from __future__ import annotations
 
-import json
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cluster.cli import app
 from cluster.jobs.repository import SqlJobStore
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
+from tests.cli_process import cli, cli_json
 
 pytestmark = pytest.mark.milvus
 
@@ -31,10 +30,12 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def jobs(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("jobs", *args, "-c", str(config), data_dir=config.parent / "data")
+
+
 def listed(config: Path) -> dict[str, dict[str, object]]:
-    result = CliRunner().invoke(app, ["jobs", "list", "-c", str(config), "--json"])
-    assert result.exit_code == 0, result.output
-    return {job["name"]: job for job in json.loads(result.output)}
+    return {job["name"]: job for job in cli_json("jobs", "list", "-c", str(config), data_dir=config.parent / "data")}
 
 
 def test_jobs_run_runs_one_pass_and_jobs_list_shows_it(config: Path) -> None:
@@ -42,29 +43,29 @@ def test_jobs_run_runs_one_pass_and_jobs_list_shows_it(config: Path) -> None:
     assert set(before) == {"upkeep", "vectors"}
     assert "runs" not in before["upkeep"]  # never run: no state yet
 
-    result = CliRunner().invoke(app, ["jobs", "run", "upkeep", "-c", str(config)])
-    assert result.exit_code == 0, result.output
-    assert "upkeep done in" in result.output
+    result = jobs(config, "run", "upkeep")
+    assert result.returncode == 0, result.stderr
+    assert "upkeep done in" in result.stdout
 
     upkeep = listed(config)["upkeep"]
     assert (upkeep["kind"], upkeep["interval_s"], upkeep["runs"], upkeep["holder"]) == ("maintenance", 600, 1, None)
     assert upkeep["result"] == {"rows": 0, "promoted": 0, "archived": 0, "purged": 0, "indexed": 0}
     assert upkeep["last_success_at"] is not None
-    table = CliRunner().invoke(app, ["jobs", "list", "-c", str(config)])
-    assert table.exit_code == 0, table.output
-    assert "upkeep" in table.output
-    assert "rows=0" in table.output
-    assert "never" in table.output  # vectors has not run
+    table = jobs(config, "list")
+    assert table.returncode == 0, table.stderr
+    assert "upkeep" in table.stdout
+    assert "rows=0" in table.stdout
+    assert "never" in table.stdout  # vectors has not run
 
     # `jobs run` does not wait for the interval: a second pass now.
-    assert CliRunner().invoke(app, ["jobs", "run", "upkeep", "-c", str(config)]).exit_code == 0
+    assert jobs(config, "run", "upkeep").returncode == 0
     assert listed(config)["upkeep"]["runs"] == 2
 
 
 def test_an_unknown_job_is_a_clear_error(config: Path) -> None:
-    result = CliRunner().invoke(app, ["jobs", "run", "nightly", "-c", str(config)])
-    assert result.exit_code == 1
-    assert "no job named 'nightly' (configured: upkeep, vectors)" in result.output
+    result = jobs(config, "run", "nightly")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: no job named 'nightly' (configured: upkeep, vectors)"
 
 
 def test_a_job_another_scheduler_runs_is_not_run_again(config: Path) -> None:
@@ -79,9 +80,9 @@ def test_a_job_another_scheduler_runs_is_not_run_again(config: Path) -> None:
             store.acquire("upkeep", "host-b/scheduler", interval=timedelta(hours=1), lease=timedelta(hours=1))
     finally:
         db.dispose()
-    result = CliRunner().invoke(app, ["jobs", "run", "upkeep", "-c", str(config)])
-    assert result.exit_code == 1
-    assert "job upkeep is being run by host-b/scheduler" in result.output
+    result = jobs(config, "run", "upkeep")
+    assert result.returncode == 1
+    assert "job upkeep is being run by host-b/scheduler" in result.stderr
     upkeep = listed(config)["upkeep"]
     assert (upkeep["holder"], upkeep["runs"], upkeep["result"]) == ("host-b/scheduler", 1, None)
 
@@ -90,9 +91,9 @@ def test_a_bad_jobs_section_is_one_line_per_error(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(tmp_path / "data"))
     path = tmp_path / "serve.yaml"
     path.write_text("jobs:\n  nightly: {kind: compact, interval_s: 60}\n  vectors: {kind: reindex, interval_s: -1}\n")
-    result = CliRunner().invoke(app, ["jobs", "list", "-c", str(path)])
-    assert result.exit_code == 1
-    lines = result.output.strip().splitlines()
+    result = cli("jobs", "list", "-c", str(path), data_dir=tmp_path / "data")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
     assert lines[0].endswith(
         "jobs.nightly: Input tag 'compact' found using 'kind' does not match any of the expected "
         "tags: 'maintenance', 'reindex', 'consolidate'"
