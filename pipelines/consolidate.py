@@ -25,17 +25,20 @@ For each owner with trajectories finalized since the job's watermark:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.retire import ActionOutcome
+from actors.engine.roles import pooled_roles
 from cluster.core.errors import Conflict
 from cluster.core.types import Frozen
-from cluster.experience.models import LibrarySource
+from cluster.experience.models import LibrarySource, RoleLibraries
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.experience.templates import ExperienceTemplate
@@ -45,12 +48,15 @@ from cluster.serve_config import ConsolidateParameters
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.models import Trajectory
-from cluster.trajectories.repository import SqlTrajectoryStore
-from pipelines.evaluate import Metrics, evaluate_library, split_by_time
-from pipelines.evaluate_job import load_trajectories
+from cluster.trajectories.repository import FinalizedEntry, SqlTrajectoryStore
+from pipelines.evaluate import DecisionResult, Metrics, evaluate_library, held_out_count
 from pipelines.reprocess import reprocess
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_M = TypeVar("_M")
+_K = TypeVar("_K")
 
 
 class Decision(Frozen):
@@ -76,6 +82,13 @@ def decide(active: Metrics, new: Metrics) -> tuple[bool, str]:
     return False, f"hit@1 {new.hit_at_1:.2f} < {active.hit_at_1:.2f} on {new.judged} decisions"
 
 
+Batch = tuple[int, Sequence[Trajectory], Sequence[Trajectory]]
+"""A batch's place in the rebuild's order, its trajectories, and the members of their runs (for blame)."""
+
+# The most stored trajectories rebuild_stored keeps read at once (a few batches with their runs).
+CACHED_TRAJECTORIES = 2000
+
+
 def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 200) -> list[ExperienceTemplate]:
     """The library :func:`pipelines.reprocess.reprocess` and ``create_version`` build from ``trajectories``:
     groups of one role and task type (at most ``group_size`` each) attributed together, then merged."""
@@ -85,19 +98,135 @@ def rebuild(trajectories: Sequence[Trajectory], scorer: str, group_size: int = 2
         groups.setdefault((t.header.role, t.header.task_type), []).append(t)
         if t.header.run_id is not None:
             by_run.setdefault((t.owner, t.header.run_id), []).append(t)
-    found: list[ExperienceTemplate] = []
-    outcomes: list[ActionOutcome] = []
-    for _key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        for start in range(0, len(group), group_size):
-            batch = group[start : start + group_size]
-            # Only the batch's own runs: blame is decided within a run, and handing every
-            # trajectory to every batch made the rebuild quadratic in the owner's history.
-            runs = dict.fromkeys((t.owner, t.header.run_id) for t in batch if t.header.run_id is not None)
-            members = [m for run in runs for m in by_run[run]]
-            results = attribute_batch(batch, scorer=scorer, run_members=members)
-            found.extend(t for r in results for t in r.templates)
-            outcomes.extend(o for r in results for o in r.outcomes)
-    return list(merge_into_library([], found, outcomes).library)
+
+    def run_of(t: Trajectory) -> tuple[str, str] | None:
+        return None if t.header.run_id is None else (t.owner, t.header.run_id)
+
+    batches = (
+        (i, chunk, _members(chunk, by_run, run_of)) for i, (_, _, chunk) in enumerate(_chunks(groups, group_size))
+    )
+    return attribute_batches(batches, scorer)
+
+
+def attribute_batches(batches: Iterable[Batch], scorer: str) -> list[ExperienceTemplate]:
+    """Attribute each batch with its runs' members (in any order), then merge every template found
+    with the pooled outcomes in the batches' own order: merging depends on the order."""
+    found: dict[int, tuple[list[ExperienceTemplate], list[ActionOutcome]]] = {}
+    for place, batch, members in batches:
+        results = attribute_batch(batch, scorer=scorer, run_members=members)
+        found[place] = ([t for r in results for t in r.templates], [o for r in results for o in r.outcomes])
+    ordered = [found[place] for place in sorted(found)]
+    templates = [t for ts, _ in ordered for t in ts]
+    outcomes = [o for _, os in ordered for o in os]
+    return list(merge_into_library([], templates, outcomes).library)
+
+
+def rebuild_stored(
+    db: Database,
+    owner: str,
+    train: Sequence[FinalizedEntry],
+    roles: RoleLibraries,
+    scorer: str,
+    group_size: int = 200,
+) -> list[ExperienceTemplate]:
+    """:func:`rebuild` of the stored trajectories ``train`` names, read from SQL as batches need them:
+    the same library, in memory bounded by a few batches and their runs whatever the owner's history.
+
+    A batch needs its runs' other roles, which are other groups' batches: the batches are attributed
+    in the order of their task type and place in time, roles side by side, so the runs one batch
+    reads are mostly the next batches' own, and a trajectory is dropped once no batch still needs it.
+    """
+    groups: dict[tuple[str, str | None], list[FinalizedEntry]] = {}
+    by_run: dict[str, list[uuid.UUID]] = {}
+    for e in train:
+        groups.setdefault((e.role, e.task_type), []).append(e)
+        if e.run_id is not None:
+            by_run.setdefault(e.run_id, []).append(e.trajectory_id)
+    planned = []
+    uses: Counter[uuid.UUID] = Counter()
+    for place, ((role, task_type), position, chunk) in enumerate(_chunks(groups, group_size)):
+        # Members include the batch's own trajectories (as in rebuild).
+        members = _members(chunk, by_run, lambda e: e.run_id)
+        needed = list(dict.fromkeys([*(e.trajectory_id for e in chunk), *members]))
+        uses.update(needed)
+        planned.append(((task_type or "", position, role), place, chunk, members, needed))
+    cache: dict[uuid.UUID, Trajectory] = {}
+
+    def batches() -> Iterator[Batch]:
+        for _, place, chunk, members, needed in sorted(planned, key=lambda p: p[0]):
+            missing = [i for i in needed if i not in cache]
+            if len(cache) + len(missing) > CACHED_TRAJECTORIES:
+                cache.clear()  # read again when needed: a bound on memory, not on correctness
+                missing = needed
+            cache.update(_load(db, owner, roles, missing))
+            yield (
+                place,
+                [cache[e.trajectory_id] for e in chunk if e.trajectory_id in cache],
+                [cache[m] for m in members if m in cache],
+            )
+            for i in needed:
+                uses[i] -= 1
+                if uses[i] == 0:
+                    cache.pop(i, None)
+
+    return attribute_batches(batches(), scorer)
+
+
+def _chunks(
+    groups: dict[tuple[str, str | None], list[_T]], size: int
+) -> Iterator[tuple[tuple[str, str | None], int, list[_T]]]:
+    """Each group's batches (its key, the batch's place in the group, its items), groups sorted by key."""
+    for key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        for position, start in enumerate(range(0, len(group), size)):
+            yield key, position, group[start : start + size]
+
+
+def _members(chunk: Sequence[_T], by_run: Mapping[_K, list[_M]], run_of: Callable[[_T], _K | None]) -> list[_M]:
+    # Only the batch's own runs: blame is decided within a run, and handing every trajectory to
+    # every batch made the rebuild quadratic in the owner's history.
+    runs = dict.fromkeys(run for run in map(run_of, chunk) if run is not None)
+    return [m for run in runs for m in by_run[run]]
+
+
+def _load(db: Database, owner: str, roles: RoleLibraries, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Trajectory]:
+    with db.read() as session:
+        loaded = SqlTrajectoryStore(session).load_many(owner, list(dict.fromkeys(ids)))
+    return {t.trajectory_id: t for t in pooled_roles(loaded, roles)}
+
+
+def evaluate_stored(
+    db: Database,
+    owner: str,
+    test: Sequence[FinalizedEntry],
+    roles: RoleLibraries,
+    libraries: Mapping[str, Sequence[ExperienceTemplate]],
+    *,
+    top_k: int,
+    min_confidence: float,
+    page: int = 500,
+) -> dict[str, Metrics]:
+    """:func:`pipelines.evaluate.evaluate_library` of each library on the stored trajectories ``test``
+    names, read a page at a time."""
+    results: dict[str, list[DecisionResult]] = {name: [] for name in libraries}
+    for start in range(0, len(test), page):
+        ids = [e.trajectory_id for e in test[start : start + page]]
+        by_id = _load(db, owner, roles, ids)
+        trajectories = [by_id[i] for i in ids if i in by_id]
+        for name, library in libraries.items():
+            results[name].extend(evaluate_library(library, trajectories, top_k=top_k, min_confidence=min_confidence))
+    return {name: Metrics.of(found) for name, found in results.items()}
+
+
+def split_stored(
+    db: Database, owner: str, roles: RoleLibraries, holdout: float
+) -> tuple[list[FinalizedEntry], list[FinalizedEntry]]:
+    """The owner's finalized trajectories split by time as :func:`pipelines.evaluate.split_by_time`
+    splits them (older, held out), without reading their nodes."""
+    with db.read() as session:
+        entries = SqlTrajectoryStore(session).finalized_entries(owner, roles)
+    entries.sort(key=lambda e: (e.finalized_at, e.created_at, str(e.trajectory_id)))
+    cut = len(entries) - held_out_count(len(entries), holdout)
+    return entries[:cut], entries[cut:]
 
 
 def judge(
@@ -109,21 +238,24 @@ def judge(
 ) -> Decision:
     """Score the active version and the new version's pipeline on the owner's held-out trajectories; promote
     the new version if it is not worse."""
-    split = split_by_time(load_trajectories(settings, owner).get(owner, []), parameters.holdout)
+    # Trajectories are read a batch (or a page) at a time: the judge holds no owner's whole history.
+    roles = settings.role_libraries()
+    train, test = split_stored(db, owner, roles, parameters.holdout)
     with db.read() as session:
         store = SqlExperienceStore(session)
         active = store.active_version(owner)
         stored = _library(store, owner, active)
         templates = store.count(owner, new_version)
-    judged = {"active": stored, "new": rebuild(split.train, parameters.scorer)}
-    metrics = {
-        which: Metrics.of(
-            evaluate_library(
-                library, split.test, top_k=settings.experience_top_k, min_confidence=settings.confidence_threshold
-            )
-        )
-        for which, library in judged.items()
-    }
+    judged = {"active": stored, "new": rebuild_stored(db, owner, train, roles, parameters.scorer)}
+    metrics = evaluate_stored(
+        db,
+        owner,
+        test,
+        roles,
+        judged,
+        top_k=settings.experience_top_k,
+        min_confidence=settings.confidence_threshold,
+    )
     promote, reason = decide(metrics["active"], metrics["new"])
     if promote:
         try:

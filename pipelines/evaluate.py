@@ -236,13 +236,22 @@ def split_by_time(trajectories: Sequence[Trajectory], holdout: float) -> Split:
     Raises:
         InvalidInput: ``holdout`` outside (0, 1).
     """
+    ordered = sorted((t for t in trajectories if t.status is TrajectoryStatus.FINALIZED), key=_time_key)
+    n_test = held_out_count(len(ordered), holdout)
+    return Split(train=tuple(ordered[: len(ordered) - n_test]), test=tuple(ordered[len(ordered) - n_test :]))
+
+
+def held_out_count(finalized: int, holdout: float) -> int:
+    """How many of ``finalized`` trajectories :func:`split_by_time` holds out (the newest ones).
+
+    Raises:
+        InvalidInput: ``holdout`` outside (0, 1).
+    """
     if not 0.0 < holdout < 1.0:
         raise InvalidInput("holdout must be within (0, 1)")
-    ordered = sorted((t for t in trajectories if t.status is TrajectoryStatus.FINALIZED), key=_time_key)
-    if len(ordered) < 2:
-        return Split(train=tuple(ordered), test=())
-    n_test = min(len(ordered) - 1, max(1, math.ceil(holdout * len(ordered))))
-    return Split(train=tuple(ordered[:-n_test]), test=tuple(ordered[-n_test:]))
+    if finalized < 2:
+        return 0
+    return min(finalized - 1, max(1, math.ceil(holdout * finalized)))
 
 
 def build_library(
