@@ -1,7 +1,7 @@
 """Rebuilding the experience vectors: the Ray Data job (1 and 2 actors) against the serial reindex.
 
     PYTHONPATH=. .venv/bin/python -m bench.reindex                     # 10k templates
-    PYTHONPATH=. .venv/bin/python -m bench.reindex --templates 100000  # ~15 min per variant here
+    PYTHONPATH=. .venv/bin/python -m bench.reindex --templates 100000  # ~80 min here (28, 32, 19 per variant)
 
 One SQLite file holds N synthetic templates of four owners, every one with a text of its own (so
 every variant embeds N texts for real, with the ONNX MiniLM model on one intra-op thread). This
