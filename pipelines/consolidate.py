@@ -49,7 +49,7 @@ from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import FinalizedEntry, SqlTrajectoryStore
-from pipelines.evaluate import DecisionResult, Metrics, evaluate_library, held_out_count
+from pipelines.evaluate import DecisionResult, Metrics, evaluate_library, held_out_count, time_order
 from pipelines.reprocess import reprocess
 
 logger = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def split_stored(
     splits them (older, held out), without reading their nodes."""
     with db.read() as session:
         entries = SqlTrajectoryStore(session).finalized_entries(owner, roles)
-    entries.sort(key=lambda e: (e.finalized_at, e.created_at, str(e.trajectory_id)))
+    entries.sort(key=lambda e: time_order(e.finalized_at, e.created_at, e.trajectory_id))
     cut = len(entries) - held_out_count(len(entries), holdout)
     return entries[:cut], entries[cut:]
 

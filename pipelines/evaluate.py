@@ -225,8 +225,15 @@ class EvaluationReport(Frozen):
     decisions: tuple[DecisionResult, ...] = ()
 
 
+def time_order(
+    finalized_at: datetime | None, created_at: datetime, trajectory_id: uuid.UUID
+) -> tuple[datetime, datetime, str]:
+    """The order :func:`split_by_time` holds out by: finalize time (else start time), start time, id."""
+    return (finalized_at or created_at, created_at, str(trajectory_id))
+
+
 def _time_key(t: Trajectory) -> tuple[datetime, datetime, str]:
-    return (t.finalized_at or t.created_at, t.created_at, str(t.trajectory_id))
+    return time_order(t.finalized_at, t.created_at, t.trajectory_id)
 
 
 def split_by_time(trajectories: Sequence[Trajectory], holdout: float) -> Split:
