@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=None, help="SQL URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--index-type", default="FLAT", choices=["FLAT", "IVF_FLAT"])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -100,7 +101,7 @@ def main() -> None:
     questions = [q.question for c in conversations for q in c.questions]
     queries = rng.sample(questions, min(args.queries, len(questions)))
 
-    model = OnnxMiniLMEmbedder(threads=1)
+    model = OnnxMiniLMEmbedder(threads=1, quantized=not args.fp32)
     started = time.perf_counter()
     base = np.asarray(model.embed(turns), dtype=np.float32)
     print(f"embedded {len(turns)} distinct turns in {time.perf_counter() - started:.1f} s")

@@ -47,7 +47,7 @@ from cluster.client import http_client
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service
 from cluster.serve_config import ServeConfig, load_serve_config
-from cluster.settings import Settings
+from cluster.settings import EmbeddingSettings, Settings
 
 TOKEN = "bench-token"
 
@@ -414,6 +414,7 @@ def main() -> None:
     parser.add_argument("--no-proxy-baseline", action="store_true", help="skip the Serve Python proxy baseline")
     parser.add_argument("--direct", action="store_true", help="also measure the app on plain uvicorn")
     parser.add_argument("--in-process", action="store_true", help="also measure the MCP client in process")
+    parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
     args = parser.parse_args()
     config = load_serve_config(args.config)
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
@@ -421,7 +422,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
 
         def settings(name: str) -> Settings:
-            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"})
+            embedding = EmbeddingSettings(quantized=not args.fp32)
+            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"}, embedding=embedding)
 
         label = f"serve/{config.http.ingress} x{config.ingress.num_replicas}"
         try:

@@ -25,6 +25,14 @@ class EmbeddingSettings(BaseModel):
     api_key: SecretStr | None = None
     dimension: int = Field(default=384, ge=1)
     threads: int = Field(default=1, ge=1, description="Intra-op threads; one is fastest on a busy 2-core box.")
+    quantized: bool = Field(
+        default=True,
+        description="onnx-minilm with int8 arithmetic (2.3-2.8x less CPU a text, cosine ~0.99 to fp32). "
+        "Vectors change with it: reindex after switching.",
+    )
+    cache_dir: Path | None = Field(
+        default=None, description="Where the int8 model derived at first use is kept; default ~/.cache/hindsight."
+    )
 
 
 class MemorySettings(BaseModel):

@@ -274,6 +274,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo10_dev.json (or locomo10.json)")
     parser.add_argument("--database-url", default=None, help="SQL URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
     args = parser.parse_args()
 
     conversations = load(args.data)
@@ -283,7 +284,7 @@ def main() -> None:
         upgrade(url)
         database = Database(url)
         milvus = open_milvus(str(Path(tmp) / "milvus.db"))
-        embedder = OnnxMiniLMEmbedder(threads=1)
+        embedder = OnnxMiniLMEmbedder(threads=1, quantized=not args.fp32)
         embedder.embed(["warm up"])
         index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection="locomo")
         index.reset()

@@ -2,7 +2,14 @@
 
 from cluster.embedding.cache import CachedEmbedder
 from cluster.embedding.factory import build_embedder
-from cluster.embedding.onnx_minilm import MODEL_SHA256, OnnxMiniLMEmbedder
+from cluster.embedding.onnx_minilm import MODEL_SHA256, QUANTIZED_SHA256, OnnxMiniLMEmbedder
 from cluster.embedding.openai import OpenAIEmbedder
 
-__all__ = ["MODEL_SHA256", "CachedEmbedder", "OnnxMiniLMEmbedder", "OpenAIEmbedder", "build_embedder"]
+__all__ = [
+    "MODEL_SHA256",
+    "QUANTIZED_SHA256",
+    "CachedEmbedder",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "build_embedder",
+]

@@ -22,7 +22,7 @@ def build_embedder(settings: EmbeddingSettings, *, cache_size: int = 1024) -> Em
     if settings.provider == "onnx-minilm":
         if settings.dimension != DIMENSION:
             raise InvalidInput(f"onnx-minilm makes {DIMENSION}-d vectors, embedding.dimension is {settings.dimension}")
-        inner = OnnxMiniLMEmbedder(threads=settings.threads)
+        inner = OnnxMiniLMEmbedder(threads=settings.threads, quantized=settings.quantized, cache_dir=settings.cache_dir)
     elif settings.provider == "openai":
         if not settings.url:
             raise InvalidInput("embedding.provider=openai needs embedding.url")
