@@ -147,8 +147,9 @@ def main() -> None:
             with database.read() as session:
                 return service.store.lexical(session, OWNER, q, vis, service.ranking.candidates)
 
+        arithmetic = "fp32" if args.fp32 else "int8"
         rows = {
-            "embedding only (MiniLM int8, 1 thread)": timed(lambda q: model.embed([q]), queries),
+            f"embedding only (MiniLM {arithmetic}, 1 thread)": timed(lambda q: model.embed([q]), queries),
             "brute-force floor: embed + numpy exact cosine": timed(brute, queries),
             "Milvus stage: embed + search (owner filter)": timed(milvus_stage, queries),
             "lexical stage: FTS query (no embedding)": timed(lexical_stage, queries),
