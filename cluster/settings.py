@@ -27,7 +27,7 @@ class EmbeddingSettings(BaseModel):
     threads: int = Field(default=1, ge=1, description="Intra-op threads; one is fastest on a busy 2-core box.")
     quantized: bool = Field(
         default=True,
-        description="onnx-minilm with int8 arithmetic (2.3-2.8x less CPU a text, cosine ~0.99 to fp32). "
+        description="onnx-minilm with int8 arithmetic (2-2.5x less CPU a text, cosine ~0.99 to fp32). "
         "Vectors change with it: reindex after switching.",
     )
     cache_dir: Path | None = Field(

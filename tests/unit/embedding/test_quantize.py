@@ -58,3 +58,10 @@ def test_a_derivation_with_another_hash_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="quantized=false"):
         OnnxMiniLMEmbedder(cache_dir=tmp_path, quantized_sha256="0" * 64).embed(["hello"])
     assert quantize.quantized_model(default_model_path(), MODEL_SHA256, "0" * 64, tmp_path) is None
+
+
+def test_a_failed_cache_write_leaves_no_partial_file(tmp_path: Path) -> None:
+    # A directory where the cached file belongs: the rename fails after the copy was written.
+    (tmp_path / f"minilm-dynamic-int8-{MODEL_SHA256[:16]}.onnx").mkdir()
+    assert OnnxMiniLMEmbedder(cache_dir=tmp_path).embed_array(TEXTS).shape == (2, 384)
+    assert [p.name for p in tmp_path.iterdir()] == [f"minilm-dynamic-int8-{MODEL_SHA256[:16]}.onnx"]
