@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -47,7 +48,7 @@ from cluster.client import http_client
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service
 from cluster.serve_config import ServeConfig, load_serve_config
-from cluster.settings import EmbeddingSettings, Settings
+from cluster.settings import Settings
 
 TOKEN = "bench-token"
 
@@ -416,14 +417,16 @@ def main() -> None:
     parser.add_argument("--in-process", action="store_true", help="also measure the MCP client in process")
     parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
     args = parser.parse_args()
+    if args.fp32:
+        # Every Settings reads it, the --direct server's subprocess included.
+        os.environ["HINDSIGHT_EMBEDDING__QUANTIZED"] = "false"
     config = load_serve_config(args.config)
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
 
         def settings(name: str) -> Settings:
-            embedding = EmbeddingSettings(quantized=not args.fp32)
-            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"}, embedding=embedding)
+            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"})
 
         label = f"serve/{config.http.ingress} x{config.ingress.num_replicas}"
         try:
