@@ -9,13 +9,14 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.auth import OwnerResolver
 from cluster.core.errors import Unauthorized
 from cluster.services import Services
+from cluster.tool_calls import ToolCalls
 from cluster.tools import build_server
 
 logger = logging.getLogger(__name__)
@@ -62,15 +63,17 @@ class McpFirst:
         await self.app(scope, receive, send)
 
 
-def build_http_app(services: Services, owners: OwnerResolver) -> ASGIApp:
+def build_http_app(services: Services, owners: OwnerResolver, *, direct_tool_calls: bool = True) -> ASGIApp:
     """The HTTP app: MCP at ``/mcp/``, ``/health`` and ``/metrics``; its lifespan runs the MCP
-    session manager."""
+    session manager. ``direct_tool_calls`` answers plain tool calls without the SDK's per-request
+    session (:mod:`cluster.tool_calls`); off, every request takes the SDK's path."""
     server = build_server(services, owners)
     # Stateless mode ends a "session" on every request and the SDK logs each one at INFO.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     # Stateless JSON responses: any replica can answer any request, so replicas scale freely.
-    mcp_app = server.streamable_http_app(
+    mcp_app: ASGIApp = server.streamable_http_app(
         streamable_http_path="/",
+        max_request_body_size=DEFAULT_MAX_REQUEST_BODY_SIZE,
         stateless_http=True,
         json_response=True,
         # Behind Ray Serve's proxy the Host header is whatever the client dialled; owners are
@@ -97,6 +100,8 @@ def build_http_app(services: Services, owners: OwnerResolver) -> ASGIApp:
         body = await anyio.to_thread.run_sync(services.metrics.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
+    if direct_tool_calls:
+        mcp_app = ToolCalls(mcp_app, server, max_body_bytes=DEFAULT_MAX_REQUEST_BODY_SIZE)
     mcp = BearerAuth(mcp_app, owners)
     # Mounted too, so that ``/mcp`` still redirects to ``/mcp/`` as before.
     app.mount("/mcp", mcp)

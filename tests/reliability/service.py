@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,11 +24,31 @@ from pathlib import Path
 
 import httpx
 import psutil
+import uvicorn
+from starlette.types import ASGIApp
 
 import cluster
+from cluster.net import free_port
 
 REPO = Path(cluster.__file__).resolve().parent.parent
 READY_LINE = "hindsight is serving MCP"
+
+
+@contextlib.contextmanager
+def uvicorn_app(app: ASGIApp) -> Iterator[str]:
+    """``app`` under uvicorn on a free loopback port, in a thread of this process; yields its URL."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in deadline_loop(30, "uvicorn did not start"):
+            if server.started:
+                break
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
 
 
 def deadline_loop(timeout_s: float, what: str) -> Iterator[None]:

@@ -11,7 +11,6 @@ names what was wrong. Sized for two cores: bounded examples, derandomized, well 
 from __future__ import annotations
 
 import re
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +20,6 @@ from typing import Any
 import anyio.from_thread
 import httpx2
 import pytest
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -29,10 +27,10 @@ from mcp_types import CallToolResult, TextContent
 
 from cluster.auth import OwnerResolver
 from cluster.http import build_http_app
-from cluster.net import free_port
 from cluster.services import build_services
 from cluster.settings import Settings
 from tests.reliability.schema_strategies import SchemaStrategies
+from tests.reliability.service import uvicorn_app
 
 pytestmark = [pytest.mark.reliability, pytest.mark.milvus]
 
@@ -62,27 +60,18 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     services = build_services(Settings(data_dir=tmp_path))
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            build_http_app(services, OwnerResolver({}, "local")), host="127.0.0.1", port=port, log_level="error"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     statuses: Counter[int] = Counter()
 
     async def record(response: httpx2.Response) -> None:
         statuses[response.status_code] += 1
 
     try:
-        with anyio.from_thread.start_blocking_portal() as portal:
-            for _ in range(500):
-                if server.started:
-                    break
-                portal.call(anyio.sleep, 0.01)
+        with (
+            uvicorn_app(build_http_app(services, OwnerResolver({}, "local"))) as url,
+            anyio.from_thread.start_blocking_portal() as portal,
+        ):
             http = httpx2.AsyncClient(timeout=30, event_hooks={"response": [record]})
-            client = Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp/", http_client=http))
+            client = Client(streamable_http_client(f"{url}/mcp/", http_client=http))
             with portal.wrap_async_context_manager(client) as connected:
                 listed = portal.call(connected.list_tools)
                 yield Served(
@@ -91,8 +80,6 @@ def served(tmp_path: Path) -> Iterator[Served]:
                     statuses=statuses,
                 )
     finally:
-        server.should_exit = True
-        thread.join(30)
         services.close()
 
 
