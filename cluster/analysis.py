@@ -140,8 +140,12 @@ class AnalysisService:
         """Claim, attribute and learn from one batch; an empty queue returns zero counts.
 
         First it writes any template vectors a Milvus failure left behind (usually none: one query).
+        An empty queue is found by a read: an idle worker polls without taking the write lock.
         """
         self.experience.index_pending()
+        with self.db.read() as session:
+            if not SqlTrajectoryStore(session).has_claimable():
+                return BatchReport(0, 0)
         with self.db.transaction() as session:
             store = SqlTrajectoryStore(session)
             reclaimed = store.expire_leases()

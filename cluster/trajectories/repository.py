@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import ColumnElement, Row, Table, bindparam, exists, func, insert, or_, select, true, update
+from sqlalchemy import ColumnElement, Row, Table, bindparam, exists, func, insert, literal, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
@@ -272,6 +272,15 @@ class SqlTrajectoryStore:
             row.analysis_attempts += 1
         self._session.flush()
         return [(r.owner, r.trajectory_id) for r in rows]
+
+    def has_claimable(self) -> bool:
+        """Is any trajectory waiting for analysis, or any claim's lease lapsed? A read that spares an
+        idle worker the write transaction of :meth:`claim_pending` (on SQLite, the file's write lock)."""
+        waiting = or_(
+            TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
+            (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(_now()),
+        )
+        return self._session.scalar(select(literal(1)).where(waiting).limit(1)) is not None
 
     def heartbeat(self, worker: str, trajectory_ids: Sequence[uuid.UUID], lease: timedelta) -> int:
         """Extend ``worker``'s claims on ``trajectory_ids`` to ``lease`` from now; returns how many it

@@ -362,6 +362,29 @@ def test_a_heartbeat_keeps_a_claim_and_a_lapsed_claim_is_reclaimed(database: Dat
     assert claims(database, ids) == {ids[0]: ("claimed", "host-a/0"), ids[1]: ("claimed", "host-b/0")}
 
 
+def test_an_idle_worker_finds_the_queue_empty_by_reading_and_a_lapsed_claim_is_not(database: Database) -> None:
+    def claimable() -> bool:
+        with database.read() as session:
+            return SqlTrajectoryStore(session).has_claimable()
+
+    assert not claimable()
+    ids = finalized(database, 2)
+    assert claimable()
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).claim_pending(1, worker="host-a/0", lease=timedelta(minutes=10))
+        SqlTrajectoryStore(session).claim_pending(1, worker="host-a/0", lease=timedelta(0))
+    # One claim is live, the other lapsed the moment it was taken: that one is still work.
+    assert claimable()
+    with database.transaction() as session:
+        store = SqlTrajectoryStore(session)
+        assert store.expire_leases() == 1
+        assert [t for _, t in store.claim_pending(10, worker="host-b/0", lease=timedelta(minutes=10))] == ids[1:]
+    assert not claimable()
+    with database.transaction() as session:
+        SqlTrajectoryStore(session).mark_analysed(OWNER, ids, worker=None)
+    assert not claimable()
+
+
 def test_only_the_worker_holding_the_claim_marks_a_trajectory_analysed(database: Database) -> None:
     ids = finalized(database, 1)
     with database.transaction() as session:
