@@ -118,4 +118,9 @@ def ingress_env(http: HttpConfig) -> dict[str, str]:
         "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        # The app runs on the replica's own event loop: by default Serve gives user code a loop on
+        # another thread, and every request crosses between the two (measured: 7.1 -> 5.3 ms of
+        # replica CPU a memory call). The app never blocks its loop for long: store work runs on
+        # threads, and an inline SQLite capture write takes ~0.5 ms.
+        "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     }
