@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,8 +22,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from cluster.auth import OwnerResolver
 from cluster.http import build_http_app
-from cluster.services import Services, build_services
-from cluster.settings import Settings
+from cluster.services import Services
 from cluster.tool_calls import ToolCalls
 from tests.reliability.service import uvicorn_app
 
@@ -44,13 +42,6 @@ def call(name: str, arguments: dict[str, Any], request_id: int | str = 1, **para
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, **params},
     }
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    built = build_services(Settings(data_dir=tmp_path))
-    yield built
-    built.close()
 
 
 @pytest.fixture
