@@ -63,6 +63,14 @@ def _lapsed(now: datetime) -> ColumnElement[bool]:
     return or_(TrajectoryRow.analysis_lease_until.is_(None), TrajectoryRow.analysis_lease_until < now)
 
 
+def _claimable(now: datetime) -> ColumnElement[bool]:
+    """Waiting for analysis: pending, or claimed under a lease that lapsed."""
+    return or_(
+        TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
+        (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(now),
+    )
+
+
 # The append path runs once per recorded node: its statements are built once (their compiled form
 # and cache key are reused) and run as Core statements, without the ORM's per-row bookkeeping.
 _T = cast(Table, TrajectoryRow.__table__)
@@ -252,13 +260,7 @@ class SqlTrajectoryStore:
         now = _now()
         query = (
             select(TrajectoryRow)
-            .where(
-                or_(
-                    TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
-                    (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(now),
-                ),
-                _run_settled(now, run_hold or RunHold()),
-            )
+            .where(_claimable(now), _run_settled(now, run_hold or RunHold()))
             .order_by(TrajectoryRow.finalized_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -276,11 +278,7 @@ class SqlTrajectoryStore:
     def has_claimable(self) -> bool:
         """Is any trajectory waiting for analysis, or any claim's lease lapsed? A read that spares an
         idle worker the write transaction of :meth:`claim_pending` (on SQLite, the file's write lock)."""
-        waiting = or_(
-            TrajectoryRow.analysis_status == AnalysisStatus.PENDING.value,
-            (TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value) & _lapsed(_now()),
-        )
-        return self._session.scalar(select(literal(1)).where(waiting).limit(1)) is not None
+        return self._session.scalar(select(literal(1)).where(_claimable(_now())).limit(1)) is not None
 
     def heartbeat(self, worker: str, trajectory_ids: Sequence[uuid.UUID], lease: timedelta) -> int:
         """Extend ``worker``'s claims on ``trajectory_ids`` to ``lease`` from now; returns how many it
