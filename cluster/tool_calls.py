@@ -39,7 +39,6 @@ from mcp_types import (
 from mcp_types import methods as spec_methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -101,14 +100,15 @@ class ToolCalls:
             return None
         if scope["path"].removeprefix(scope.get("root_path", "")) != "/":
             return None
-        headers = Headers(scope=scope)
+        request = Request(scope)
+        headers = request.headers
         version: str = headers.get(MCP_PROTOCOL_VERSION_HEADER, DEFAULT_NEGOTIATED_VERSION)
         if version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return None
         media = headers.get("content-type", "").split(";")[0].split(",")
         if not any(part.strip() == "application/json" for part in media):
             return None
-        if not check_accept_headers(Request(scope))[0]:
+        if not check_accept_headers(request)[0]:
             return None
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
