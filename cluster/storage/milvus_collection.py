@@ -289,7 +289,11 @@ class MilvusCollection:
             # Writers are other processes: read every write they have had acknowledged.
             consistency_level="Strong",
         )
-        return [(hit["id"], float(hit["distance"]), dict(hit.get("entity") or {})) for hit in found[0]]
+        hits = found[0]
+        if not output_fields:
+            # Keys and scores as the reply lists them: reading each hit's dict costs more than the search.
+            return [(key, float(score), {}) for key, score in zip(hits.ids, hits.distances, strict=True)]
+        return [(hit["id"], float(hit["distance"]), dict(hit.get("entity") or {})) for hit in hits]
 
     def query(
         self, owner: str, keys: Sequence[Key], output_fields: Sequence[str], *, with_vector: bool = False
