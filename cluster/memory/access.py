@@ -7,12 +7,20 @@ and by every maintenance pass (the archive decision must see them). Until then t
 made them folds them into the activity it reports (:meth:`AccessLog.activity`). Notes that are
 never written (the process died) cost some activity, never a memory: activity only decides what
 gets archived, and archived memories can be restored.
+
+Folding a memory's waiting accesses into its activity is done once per access, not once per query:
+an access maps a score ``x`` to ``min(d * x + boost, max_score)`` (``d`` the decay since the access
+before it), and maps of that shape compose into one of the same shape, ``min(a * x + c, cap)``. Each
+memory's composed map is extended as its accesses arrive (:class:`Fold`), so a query reports the
+activity of a memory it has returned a thousand times at the cost of one map.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from bisect import bisect_right, insort
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from cluster.memory.policy import ActivityPolicy
@@ -35,13 +43,21 @@ class AccessLog:
         self._pending: Pending = {}
         self._count = 0
         self._oldest: datetime | None = None
+        # (owner, seq) -> the fold of that memory's waiting accesses from some index on (see activity)
+        self._folds: dict[tuple[str, int], Fold] = {}
         self._lock = threading.Lock()
 
     def add(self, owner: str, seqs: Iterable[int], at: datetime) -> None:
         with self._lock:
             mine = self._pending.setdefault(owner, {})
             for seq in seqs:
-                mine.setdefault(seq, []).append(at)
+                times = mine.setdefault(seq, [])
+                if times and at < times[-1]:
+                    # Out of order (threads race): the memory's fold no longer matches its accesses.
+                    insort(times, at)
+                    self._folds.pop((owner, seq), None)
+                else:
+                    times.append(at)
                 self._count += 1
             if self._count and (self._oldest is None or at < self._oldest):
                 self._oldest = at
@@ -57,6 +73,7 @@ class AccessLog:
         """Everything waiting, removed from the log (give it back with :meth:`restore` if the write fails)."""
         with self._lock:
             taken, self._pending, self._count, self._oldest = self._pending, {}, 0, None
+            self._folds = {}
             return taken
 
     def restore(self, taken: Pending) -> None:
@@ -70,16 +87,71 @@ class AccessLog:
     ) -> float:
         """The activity at ``now``: the stored score with this process's waiting accesses applied."""
         with self._lock:
-            times = sorted(self._pending.get(owner, {}).get(seq, ()))
-        score, since = apply_accesses(policy, stored, since, times)
+            times = self._pending.get(owner, {}).get(seq)
+            if not times:
+                return policy.decayed(stored, since, now)
+            start = bisect_right(times, since)
+            fold = self._folds.get((owner, seq))
+            if fold is None or fold.start != start or fold.policy is not policy:
+                fold = self._folds[(owner, seq)] = Fold(policy, start)
+            fold.extend(times)
+            score, since = _reinforced(policy, stored, since, times, fold)
         return policy.decayed(score, since, now)
+
+
+@dataclass(slots=True)
+class Fold:
+    """The accesses ``times[start:end]`` of one memory as one map ``x -> min(a * x + c, cap)``.
+
+    ``x`` is the score at the first of them, decayed to that moment; each later access first decays
+    the score since the access before it. Extended in place as accesses are appended.
+    """
+
+    policy: ActivityPolicy
+    start: int
+    end: int = field(init=False)
+    a: float = 1.0
+    c: float = 0.0
+    cap: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.end = self.start
+
+    def extend(self, times: Sequence[datetime]) -> None:
+        boost, top = self.policy.access_boost, self.policy.max_score
+        if self.end == self.start < len(times):
+            self.a, self.c, self.cap, self.end = 1.0, boost, top, self.start + 1
+        for i in range(self.end, len(times)):
+            d = self.policy.decayed(1.0, times[i - 1], times[i])
+            self.a, self.c, self.cap = d * self.a, d * self.c + boost, min(d * self.cap + boost, top)
+        self.end = max(self.end, len(times))
+
+    def __call__(self, x: float) -> float:
+        return min(self.a * x + self.c, self.cap)
 
 
 def apply_accesses(
     policy: ActivityPolicy, score: float, since: datetime, times: Iterable[datetime]
 ) -> tuple[float, datetime]:
     """Reinforce ``score`` (set at ``since``) by each access in time order; returns the score and when it was set."""
-    for at in sorted(times):
-        score = policy.reinforced(score, since, at)
-        since = max(since, at)
+    ordered = sorted(times)
+    if not ordered:
+        return score, since
+    fold = Fold(policy, bisect_right(ordered, since))
+    fold.extend(ordered)
+    return _reinforced(policy, score, since, ordered, fold)
+
+
+def _reinforced(
+    policy: ActivityPolicy, score: float, since: datetime, times: Sequence[datetime], fold: Fold
+) -> tuple[float, datetime]:
+    """``score`` (set at ``since``) after the sorted ``times``; ``fold`` holds those after ``since``.
+
+    Accesses at or before ``since`` (another process set the score later) add without decay.
+    """
+    if fold.start:
+        score = min(score + fold.start * policy.access_boost, policy.max_score)
+    if fold.start < len(times):
+        score = fold(policy.decayed(score, since, times[fold.start]))
+        since = times[-1]
     return score, since
