@@ -7,7 +7,9 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -236,24 +238,52 @@ def evaluate(
         typer.echo(f"wrote {json_path}")
 
 
+class Vectors(StrEnum):
+    """Which vectors ``hindsight reindex`` rebuilds."""
+
+    TEMPLATES = "templates"
+    MEMORIES = "memories"
+    ALL = "all"
+
+
 @app.command()
 def reindex(
-    owner: Annotated[str | None, typer.Option(help="Only this owner's templates (default: every owner).")] = None,
+    owner: Annotated[str | None, typer.Option(help="Only this owner's vectors (default: every owner).")] = None,
+    what: Annotated[
+        Vectors,
+        typer.Option(help="Experience templates (a Ray Data job), long-term memories (in this process), or all."),
+    ] = Vectors.TEMPLATES,
     actors: Annotated[int, typer.Option(min=1, help="Embedding actors (one embedder, one thread each).")] = 2,
-    batch_size: Annotated[int, typer.Option(min=1, help="Templates embedded per actor call.")] = 256,
+    batch_size: Annotated[int, typer.Option(min=1, help="Texts embedded per call.")] = 256,
 ) -> None:
-    """Rebuild the experience vectors in Milvus from SQL with a Ray Data job; stale vectors are removed."""
-    from cluster.runner import ensure_ray
-    from pipelines.reindex import reindex as run
-
+    """Rebuild vectors in Milvus from SQL (after a Milvus loss, a restore or an embedder change);
+    stale vectors are removed and queries keep answering meanwhile."""
     settings = load_settings()
-    ensure_ray(settings)
-    summary = run(settings, owner=owner, actors=actors, batch_size=batch_size)
-    rate = summary.total / summary.seconds if summary.seconds else 0.0
-    typer.echo(
-        f"{summary.total} vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
-        f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
-    )
+    if what is not Vectors.MEMORIES:
+        from cluster.runner import ensure_ray
+        from pipelines.reindex import reindex as run
+
+        ensure_ray(settings)
+        summary = run(settings, owner=owner, actors=actors, batch_size=batch_size)
+        rate = summary.total / summary.seconds if summary.seconds else 0.0
+        typer.echo(
+            f"{summary.total} template vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
+            f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
+        )
+    if what is not Vectors.TEMPLATES:
+        from cluster.core.errors import HindsightError
+        from cluster.services import build_services
+
+        services = build_services(settings)
+        started = time.perf_counter()
+        try:
+            written = services.memory.reindex(owner, batch_size=batch_size)
+        except HindsightError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        finally:
+            services.close()
+        typer.echo(f"{written} memory vectors written in {time.perf_counter() - started:.1f}s")
 
 
 # --- hindsight library ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from cluster.services import Services, build_services
 from cluster.settings import Settings
 from cluster.storage.milvus import MilvusLiteServer
 from pipelines.reindex import reindex
+from tests.cli_process import cli
 from tests.integration.experience.factories import template
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.milvus]
@@ -96,3 +97,40 @@ def test_reindexing_one_owner_leaves_the_others_alone(
     assert summary.written == {"team-b": 3}
     assert answers(services, "team-b") == before
     assert index.ids("team-a") == set()
+
+
+def test_hindsight_reindex_rebuilds_lost_memory_vectors(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hindsight reindex --what memories``, run by an operator beside the service after Milvus lost vectors."""
+    facts = {
+        "deploy": "The billing service deploys to eu-west-1 every Tuesday",
+        "db": "Search runs on Postgres 16 with pgvector",
+        "oncall": "Dana is on call for checkout this week",
+    }
+    svc = build_services(settings)
+    try:
+        for key, value in facts.items():
+            svc.memory.write("ops", key, value)
+        svc.memory.write("other", "note", "An unrelated owner's memory")
+        question = "which region does billing deploy to"
+        before = [h.memory.key for h in svc.memory.query("ops", question, top_k=3).hits]
+        seqs = sorted(svc.memory.index.seqs("ops"))
+        svc.memory.index.delete("ops", seqs)  # Milvus lost this owner's vectors
+        assert svc.memory.index.seqs("ops") == set()
+
+        # The command runs in a process of its own, against the Milvus the service uses.
+        monkeypatch.setenv("HINDSIGHT_MILVUS_URI", str(settings.milvus_uri))
+        done = cli("reindex", "--what", "memories", "--owner", "ops", data_dir=settings.data_dir)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("3 memory vectors written")
+
+        assert sorted(svc.memory.index.seqs("ops")) == seqs
+        assert len(svc.memory.index.seqs("other")) == 1
+        hits = svc.memory.query("ops", question, top_k=3).hits
+        assert [h.memory.key for h in hits] == before
+        assert "dense" in hits[0].why.stages
+
+        refused = cli("reindex", "--what", "memories", "--owner", "", data_dir=settings.data_dir)
+        assert refused.returncode == 1
+        assert "owner" in refused.stderr
+    finally:
+        svc.close()
