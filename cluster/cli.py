@@ -19,6 +19,8 @@ from cluster.settings import load_settings
 
 if TYPE_CHECKING:
     from cluster.experience.versions import LibraryVersions
+    from cluster.services import Services
+    from cluster.settings import Settings
     from pipelines.jobs import Job
 
 app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
@@ -271,19 +273,26 @@ def reindex(
             f"{sum(summary.stale_removed.values())} stale removed: {summary.written}"
         )
     if what is not Vectors.TEMPLATES:
-        from cluster.core.errors import HindsightError
-        from cluster.services import build_services
-
-        services = build_services(settings)
         started = time.perf_counter()
-        try:
+        with _services(settings) as services:
             written = services.memory.reindex(owner, batch_size=batch_size)
-        except HindsightError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from exc
-        finally:
-            services.close()
         typer.echo(f"{written} memory vectors written in {time.perf_counter() - started:.1f}s")
+
+
+@contextlib.contextmanager
+def _services(settings: Settings) -> Iterator[Services]:
+    """The services of this process, closed afterwards; a refusal becomes a message and exit code 1."""
+    from cluster.core.errors import HindsightError
+    from cluster.services import build_services
+
+    services = build_services(settings)
+    try:
+        yield services
+    except HindsightError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        services.close()
 
 
 # --- hindsight library ------------------------------------------------------------------------
@@ -392,23 +401,15 @@ def library_import(
     note: Annotated[str, typer.Option(help="Shown by library list.")] = "",
 ) -> None:
     """Build a new, inactive version from an exchange file (e.g. a reprocess output); promote it to serve it."""
-    from cluster.core.errors import HindsightError
     from cluster.experience.exchange import parse_export
     from cluster.experience.models import LibrarySource
-    from cluster.services import build_services
 
     settings = load_settings()
-    services = build_services(settings)
-    try:
+    with _services(settings) as services:
         templates = parse_export(path.read_text().splitlines())
         version = services.experience.create_version(
             owner or settings.local_owner, templates, LibrarySource.IMPORT, note or path.name
         )
-    except HindsightError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    finally:
-        services.close()
     typer.echo(f"built v{version} from {path} ({len(templates)} templates read); not active until promoted")
 
 
