@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from cluster.analysis import AnalysisService
 from cluster.core.ports import Embedder
-from cluster.embedding import build_embedder
+from cluster.embedding import build_embedder, embedder_identity
+from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
 from cluster.jobs.repository import SqlJobStore
@@ -21,6 +24,7 @@ from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
+from cluster.storage.vector_builds import check_vector_build, record_vector_build
 from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
 
@@ -36,6 +40,8 @@ class Services:
     memory: MemoryService
     milvus: Any
     metrics: Metrics = field(default_factory=Metrics)
+    stale_vectors: dict[str, str] = field(default_factory=dict)
+    """Collections whose vectors another embedder built (collection -> that embedder), as found at start."""
     _cache_folds: tuple[CounterFold, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
@@ -79,10 +85,38 @@ class Services:
         for fold in self._cache_folds:
             fold()
 
+    @property
+    def embedder_identity(self) -> str:
+        return embedder_identity(self.settings.embedding)
+
+    def record_rebuild(self, *, memories: bool = False, templates: bool = False) -> None:
+        """After a full rebuild (every owner): those vectors are this process's embedder's."""
+        for collection in record_rebuild(self.settings, self.db, memories=memories, templates=templates):
+            self.stale_vectors.pop(collection, None)
+
     def close(self) -> None:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
         self.milvus.close()
         self.db.dispose()
+
+
+def record_rebuild(
+    settings: Settings, db: Database | None = None, *, memories: bool = False, templates: bool = False
+) -> list[str]:
+    """Record that the settings' embedder built the memory and/or template vectors; returns those collections.
+
+    SQL only (``db``, else the settings' database opened for this): a rebuild that served the Milvus
+    Lite file for its own run need not reopen it.
+    """
+    rebuilt = [c for c, done in ((COLLECTION, memories), (EXPERIENCE_COLLECTION, templates)) if done]
+    own = db or Database(settings.sql_url())
+    try:
+        for collection in rebuilt:
+            record_vector_build(own, collection, embedder_identity(settings.embedding))
+    finally:
+        if db is None:
+            own.dispose()
+    return rebuilt
 
 
 def job_samples(db: Database) -> list[JobSample]:
@@ -129,6 +163,15 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
         memory=build_memory_service(settings, database=db, embedder=embedder, milvus=milvus),
         milvus=milvus,
     )
+    for collection in (COLLECTION, EXPERIENCE_COLLECTION):
+        try:
+            built = check_vector_build(db, collection, services.embedder_identity)
+        except SQLAlchemyError as exc:
+            # A check that cannot run (a schema not migrated yet) must not keep a process from serving.
+            logger.warning("could not check which embedder built the %s vectors: %s", collection, exc)
+            continue
+        if built is not None:
+            services.stale_vectors[collection] = built
     return services
 
 

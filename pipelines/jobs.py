@@ -15,7 +15,7 @@ from datetime import timedelta
 from cluster.jobs.runs import JobContext, JobOutcome, JobRuns, RunReport
 from cluster.memory.maintenance import run_maintenance
 from cluster.serve_config import ConsolidateJob, MaintenanceJob, ReindexJob
-from cluster.services import Services, build_services
+from cluster.services import Services, build_services, record_rebuild
 from cluster.settings import Settings
 from pipelines.consolidate import consolidate
 from pipelines.reindex import reindex
@@ -67,6 +67,8 @@ def run_kind(settings: Settings, name: str, job: Job, context: JobContext, servi
         p = job.parameters
         context.progress("re-embedding every template into Milvus")
         done = reindex(settings, owner=p.owner, actors=p.actors, batch_size=p.batch_size)
+        if p.owner is None:
+            record_rebuild(settings, templates=True)
         stale = sum(done.stale_removed.values())
         return JobOutcome({"rows": done.total, "written": done.written, "stale_removed": stale})
     return consolidate(

@@ -1,7 +1,7 @@
 """Text embeddings: offline ONNX MiniLM (default) or an OpenAI-compatible endpoint."""
 
 from cluster.embedding.cache import CachedEmbedder
-from cluster.embedding.factory import build_embedder
+from cluster.embedding.factory import build_embedder, embedder_identity
 from cluster.embedding.onnx_minilm import MODEL_SHA256, QUANTIZED_SHA256, OnnxMiniLMEmbedder
 from cluster.embedding.openai import OpenAIEmbedder
 
@@ -12,4 +12,5 @@ __all__ = [
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
     "build_embedder",
+    "embedder_identity",
 ]

@@ -35,3 +35,13 @@ def build_embedder(settings: EmbeddingSettings, *, cache_size: int = 1024) -> Em
     else:  # pragma: no cover - the Literal type makes this unreachable
         raise InvalidInput(f"unknown embedding provider {settings.provider!r}")
     return CachedEmbedder(inner, cache_size) if cache_size > 0 else inner
+
+
+def embedder_identity(settings: EmbeddingSettings) -> str:
+    """What decides the vectors the settings' embedder makes: provider, model, arithmetic, dimension.
+
+    Two settings with the same identity make comparable vectors; the URL, key and threads do not count.
+    """
+    if settings.provider == "onnx-minilm":
+        return f"onnx-minilm all-MiniLM-L6-v2 {'int8' if settings.quantized else 'fp32'} {DIMENSION}d"
+    return f"{settings.provider} {settings.model} {settings.dimension}d"

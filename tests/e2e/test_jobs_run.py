@@ -9,8 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cluster.cli import app
+from cluster.embedding import embedder_identity
 from cluster.services import build_services
 from cluster.settings import Settings
+from cluster.storage.db import Database
+from cluster.storage.vector_builds import record_vector_build, vector_builds
 from tests.cli_process import cli_json
 from tests.integration.experience.factories import template
 
@@ -25,6 +28,8 @@ def test_jobs_run_reindex_rebuilds_the_vectors_and_records_the_rows(
     try:
         for tool, when in (("bulk_import", "more than 20 rows"), ("add_item", "a handful of rows")):
             services.experience.add_template("team-a", template(tool, when))
+        # As if the templates had been embedded by another embedder: the full rebuild records this one.
+        record_vector_build(services.db, "experience_library", "another-embedder")
     finally:
         services.close()
     monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(tmp_path))
@@ -39,3 +44,8 @@ def test_jobs_run_reindex_rebuilds_the_vectors_and_records_the_rows(
     vectors = next(job for job in listed if job["name"] == "vectors")
     assert vectors["result"] == {"rows": 2, "written": {"team-a": 2}, "stale_removed": 0}
     assert vectors["last_error"] is None
+    database = Database(settings.sql_url())
+    try:
+        assert vector_builds(database)["experience_library"] == embedder_identity(settings.embedding)
+    finally:
+        database.dispose()

@@ -10,6 +10,7 @@ from alembic import context
 import cluster.experience.tables
 import cluster.jobs.tables
 import cluster.memory.tables
+import cluster.storage.vector_builds
 import cluster.trajectories.tables  # noqa: F401
 from cluster.storage.db import Base, make_engine
 from cluster.storage.migrate import include_object
