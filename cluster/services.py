@@ -24,7 +24,7 @@ from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
-from cluster.storage.vector_builds import check_vector_build, record_vector_build
+from cluster.storage.vector_builds import check_vector_builds, record_vector_build
 from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
 
@@ -84,10 +84,6 @@ class Services:
         """Fold this process's memory cache hits and misses into the shared counters."""
         for fold in self._cache_folds:
             fold()
-
-    @property
-    def embedder_identity(self) -> str:
-        return embedder_identity(self.settings.embedding)
 
     def record_rebuild(self, *, memories: bool = False, templates: bool = False) -> None:
         """After a full rebuild (every owner): those vectors are this process's embedder's."""
@@ -163,15 +159,13 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
         memory=build_memory_service(settings, database=db, embedder=embedder, milvus=milvus),
         milvus=milvus,
     )
-    for collection in (COLLECTION, EXPERIENCE_COLLECTION):
-        try:
-            built = check_vector_build(db, collection, services.embedder_identity)
-        except SQLAlchemyError as exc:
-            # A check that cannot run (a schema not migrated yet) must not keep a process from serving.
-            logger.warning("could not check which embedder built the %s vectors: %s", collection, exc)
-            continue
-        if built is not None:
-            services.stale_vectors[collection] = built
+    try:
+        stale = check_vector_builds(db, (COLLECTION, EXPERIENCE_COLLECTION), embedder_identity(settings.embedding))
+    except SQLAlchemyError as exc:
+        # A check that cannot run (a schema not migrated yet) must not keep a process from serving.
+        logger.warning("could not check which embedder built the vectors: %s", exc)
+    else:
+        services.stale_vectors.update(stale)
     return services
 
 

@@ -10,6 +10,7 @@ the embedder that made it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import String, select
@@ -32,42 +33,37 @@ class VectorBuildRow(Base):
     recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
-def check_vector_build(db: Database, collection: str, embedder: str) -> str | None:
-    """The embedder that built ``collection`` if it is not ``embedder`` (with a warning), else None.
+def check_vector_builds(db: Database, collections: Sequence[str], embedder: str) -> dict[str, str]:
+    """The collections another embedder built (collection -> that embedder), each with a warning.
 
-    A collection without a record is taken to be this embedder's and recorded (a first start, or a
-    deployment from before the record existed).
+    One read when every collection has a record. A collection without one is taken to be this
+    embedder's and recorded (a first start, or a deployment from before the record existed).
     """
-    try:
-        with db.transaction() as session:
-            row = session.get(VectorBuildRow, collection)
-            if row is None:
-                session.add(VectorBuildRow(collection=collection, embedder=embedder, recorded_at=utcnow()))
-                return None
-            built = row.embedder
-    except IntegrityError:
-        # Another process starting at the same moment recorded it first: compare with that.
-        return check_vector_build(db, collection, embedder)
-    if built == embedder:
-        return None
-    logger.warning(
-        "the %s vectors were built by %r, but this process embeds with %r: search quality suffers until "
-        "`hindsight reindex --what all` rebuilds them",
-        collection,
-        built,
-        embedder,
-    )
-    return built
+    built = vector_builds(db)
+    missing = [c for c in collections if c not in built]
+    if missing:
+        try:
+            with db.transaction() as session:
+                session.add_all(VectorBuildRow(collection=c, embedder=embedder, recorded_at=utcnow()) for c in missing)
+        except IntegrityError:
+            # Another process starting at the same moment recorded them first: compare with that.
+            return check_vector_builds(db, collections, embedder)
+    stale = {c: built[c] for c in collections if c in built and built[c] != embedder}
+    for collection, other in stale.items():
+        logger.warning(
+            "the %s vectors were built by %r, but this process embeds with %r: search quality suffers until "
+            "`hindsight reindex --what all` rebuilds them",
+            collection,
+            other,
+            embedder,
+        )
+    return stale
 
 
 def record_vector_build(db: Database, collection: str, embedder: str) -> None:
     """After a full rebuild of ``collection``: its vectors are ``embedder``'s."""
     with db.transaction() as session:
-        row = session.get(VectorBuildRow, collection)
-        if row is None:
-            session.add(VectorBuildRow(collection=collection, embedder=embedder, recorded_at=utcnow()))
-        else:
-            row.embedder, row.recorded_at = embedder, utcnow()
+        session.merge(VectorBuildRow(collection=collection, embedder=embedder, recorded_at=utcnow()))
 
 
 def vector_builds(db: Database) -> dict[str, str]:

@@ -11,23 +11,28 @@ from cluster.embedding import embedder_identity
 from cluster.services import build_services
 from cluster.settings import EmbeddingSettings, Settings
 from cluster.storage.db import Database
-from cluster.storage.vector_builds import check_vector_build, record_vector_build, vector_builds
+from cluster.storage.vector_builds import check_vector_builds, record_vector_build, vector_builds
 
 
 def test_first_check_records_and_a_different_embedder_is_reported(
     database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert check_vector_build(database, "memory_vectors", "model-a int8") is None
+    assert check_vector_builds(database, ["memory_vectors"], "model-a int8") == {}
     assert vector_builds(database) == {"memory_vectors": "model-a int8"}
-    assert check_vector_build(database, "memory_vectors", "model-a int8") is None
+    assert check_vector_builds(database, ["memory_vectors"], "model-a int8") == {}
     with caplog.at_level(logging.WARNING):
-        assert check_vector_build(database, "memory_vectors", "model-a fp32") == "model-a int8"
+        assert check_vector_builds(database, ["memory_vectors"], "model-a fp32") == {"memory_vectors": "model-a int8"}
     assert "hindsight reindex --what all" in caplog.text
     # Checking never overwrites: only a rebuild records a new embedder.
     assert vector_builds(database) == {"memory_vectors": "model-a int8"}
     record_vector_build(database, "memory_vectors", "model-a fp32")
-    assert check_vector_build(database, "memory_vectors", "model-a fp32") is None
+    assert check_vector_builds(database, ["memory_vectors"], "model-a fp32") == {}
     assert vector_builds(database) == {"memory_vectors": "model-a fp32"}
+    # A collection without a record is recorded beside one that has it; only the differing one is reported.
+    assert check_vector_builds(database, ["memory_vectors", "experience_library"], "model-b") == {
+        "memory_vectors": "model-a fp32"
+    }
+    assert vector_builds(database) == {"memory_vectors": "model-a fp32", "experience_library": "model-b"}
 
 
 def test_identity_names_what_changes_the_vectors() -> None:
