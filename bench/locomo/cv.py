@@ -44,6 +44,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "entity_boost": (0.0, 0.25, 0.5, 1.0),
     "when_boost": (0.0, 1.0),
     "session_weight": (0.0, 0.25, 0.5),
+    "expansion_weight": (0.0, 0.3, 0.6),
 }
 
 
@@ -79,7 +80,7 @@ def gather(service: MemoryService, conversations: list[Conversation]) -> list[Ga
 
 def recall_at_10(item: Gathered, policy: RankingPolicy) -> float:
     found = item.candidates
-    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy)
+    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy, list(found.expanded))
     return score([item.keys[r.seq] for r in ranked[:10]], item.gold)[1]
 
 
@@ -119,7 +120,13 @@ def main() -> None:
     scores = [[recall_at_10(item, p) for item in gathered[p.entity_terms_lexical]] for p in grid]
     # The previous default: fusion alone, names kept in the lexical query.
     default = RankingPolicy(
-        entity_terms_lexical=True, dense_weight=0.4, entity_boost=0, when_boost=0, time_boost=0, session_weight=0
+        entity_terms_lexical=True,
+        dense_weight=0.4,
+        entity_boost=0,
+        when_boost=0,
+        time_boost=0,
+        session_weight=0,
+        expansion_weight=0,
     )
     default_scores = [recall_at_10(item, default) for item in gathered[default.entity_terms_lexical]]
     shipped = RankingPolicy()

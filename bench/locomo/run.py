@@ -47,8 +47,10 @@ FUSION_ONLY: dict[str, Any] = {
     "time_boost": 0.0,
     "when_boost": 0.0,
     "session_weight": 0.0,
+    "expansion_weight": 0.0,
 }
 ABLATIONS: dict[str, dict[str, Any]] = {
+    "memory, no query expansion": {"expansion_weight": 0.0},
     "memory, no entity stage": {"entity_boost": 0.0, "entity_terms_lexical": True},
     "memory, entity boost only (names kept in the lexical query)": {"entity_terms_lexical": True},
     "memory, no temporal stage": {"time_boost": 0.0, "when_boost": 0.0},

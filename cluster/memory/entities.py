@@ -50,6 +50,8 @@ class Vocabulary:
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._names: dict[tuple[str, ...], str] = {}
+        self.words: frozenset[str] = frozenset()
+        """The lower-case words of every known name."""
         self.add(names)
 
     def add(self, names: Iterable[str]) -> None:
@@ -61,6 +63,7 @@ class Vocabulary:
             if key and not all(w in STOPWORDS for w in key):
                 grown.setdefault(key, name)
         self._names = grown
+        self.words = frozenset(w for key in grown for w in key)
 
     def __len__(self) -> int:
         return len(self._names)

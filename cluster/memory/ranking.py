@@ -82,12 +82,15 @@ class Ranked:
 
 @dataclass(frozen=True)
 class Candidates:
-    """A query's candidates before ranking: both rankings (seq -> score, best first), their facts, the plan."""
+    """A query's candidates before ranking: the rankings (seq -> score, best first), their facts, the plan."""
 
     dense: dict[int, float]
     lexical: dict[int, float]
     facts: dict[int, CandidateFacts]
     plan: QueryPlan
+    expanded: dict[int, float] = field(default_factory=dict)
+    """The lexical ranking of the expansion words (empty when the query had none)."""
+    expansions: tuple[str, ...] = ()
 
 
 def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
@@ -145,10 +148,13 @@ def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
     )
 
 
-def fuse(dense: Sequence[int], lexical: Sequence[int], policy: RankingPolicy) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion of two rankings (each best first)."""
+def fuse(
+    dense: Sequence[int], lexical: Sequence[int], policy: RankingPolicy, expanded: Sequence[int] = ()
+) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion of the rankings (each best first)."""
     fused: dict[int, float] = {}
-    for weight, ranking in ((policy.dense_weight, dense), (policy.lexical_weight, lexical)):
+    rankings = ((policy.dense_weight, dense), (policy.lexical_weight, lexical), (policy.expansion_weight, expanded))
+    for weight, ranking in rankings:
         if weight <= 0:
             continue
         for rank, seq in enumerate(ranking, start=1):
@@ -166,9 +172,10 @@ def rank(
     facts: Mapping[int, CandidateFacts],
     plan: QueryPlan,
     policy: RankingPolicy,
+    expanded: Sequence[int] = (),
 ) -> list[Ranked]:
     """All candidates, best first (ties by ``seq``). Candidates without facts skip stages 2-4."""
-    fused = fuse(dense, lexical, policy)
+    fused = fuse(dense, lexical, policy, expanded)
     # One pass over the candidates, with what each stage needs decided once per query.
     wanted = {e.lower() for e in plan.entities}
     entity_factor = 1.0 + policy.entity_boost
@@ -229,11 +236,12 @@ def _session_bonus(staged: Sequence[_Staged], policy: RankingPolicy) -> dict[str
     return {s: policy.session_weight * (sum(sorted(v, reverse=True)[:top]) / top) for s, v in members.items()}
 
 
-def stages_of(ranked: Ranked, dense: bool, lexical: bool) -> tuple[str, ...]:
+def stages_of(ranked: Ranked, dense: bool, lexical: bool, expanded: bool = False) -> tuple[str, ...]:
     """The stages that found or raised a memory, in pipeline order, for its ``why``."""
     flags = (
         ("dense", dense),
         ("lexical", lexical),
+        ("expansion", expanded),
         ("entity", bool(ranked.entities)),
         ("time", ranked.time is not None),
         ("session", ranked.session_bonus > 0),

@@ -377,6 +377,7 @@ class SqlMemoryStore:
         limit: int,
         *,
         common_term_docs: int = 2000,
+        text_only: bool = False,
     ) -> list[LexicalHit]:
         """Full-text ranking of the visible memories: FTS5 BM25 on SQLite, ``ts_rank`` on Postgres.
 
@@ -384,18 +385,31 @@ class SqlMemoryStore:
         stems both sides, so "painting" finds "painted". Words found in more than
         ``common_term_docs`` of the owner's memories are dropped first: their weight in the ranking
         is small and ranking every memory that contains them is what makes full-text search slow
-        on a large memory. If nothing is left, the lexical stage has no opinion.
+        on a large memory. If nothing is left, the lexical stage has no opinion. ``text_only`` ranks by
+        the memory's own text alone, not its key or context (for the expansion words: a word near in
+        meaning to the query's says little when only a neighbouring turn has it).
         """
         words = list(dict.fromkeys(terms(query)))
         if not words:
             return []
         if self.dialect == "sqlite":
             words = self._fts5_uncommon(session, owner, words, common_term_docs)
-            return self._fts5(session, owner, words, vis, limit) if words else []
+            return self._fts5(session, owner, words, vis, limit, text_only) if words else []
         if self.dialect == "postgresql":
             words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
-            return self._tsvector(session, owner, words, vis, limit) if words else []
+            return self._tsvector(session, owner, words, vis, limit, text_only) if words else []
         return []
+
+    def held_words(self, session: Session, owner: str, words: Sequence[str]) -> set[str]:
+        """Which of ``words`` some memory of the owner still has in its text (one statement on SQLite)."""
+        if not words:
+            return set()
+        if self.dialect == "sqlite":
+            matches = [self._fts5_owner(owner) + f'text : "{w}"' for w in words]
+            return {w for w, n in zip(words, self._fts5_counts(session, matches, 0), strict=True) if n}
+        if self.dialect == "postgresql":
+            return {w for w in words if self._pg_docs(session, owner, w, 0)}
+        return set(words)
 
     @staticmethod
     def _fts5_owner(owner: str) -> str:
@@ -427,14 +441,17 @@ class SqlMemoryStore:
         common = {words[i] for i, n in zip(suspects, owned, strict=True) if n > cap}
         return [w for w in words if w not in common]
 
-    def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
+    def _fts5(
+        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int, text_only: bool = False
+    ) -> list[LexicalHit]:
         """BM25 inside FTS5, then the exact owner, entity, temporal and version filters on the best few.
 
         The first pass ranks everyone's memories (fast) and keeps this owner's; when other owners'
         memories may have crowded this owner's out of it, a second pass confines the full-text
         search to the owner (exact, slower on a large owner).
         """
-        match = "{key text context} : (" + " OR ".join(f'"{w}"' for w in words) + ")"
+        columns = "text" if text_only else "{key text context}"
+        match = columns + " : (" + " OR ".join(f'"{w}"' for w in words) + ")"
         inner = limit * 4
         hits, ranked = self._fts5_ranked(session, owner, match, vis, limit, inner)
         if len(hits) < limit and (not hits or ranked >= inner):
@@ -460,17 +477,20 @@ class SqlMemoryStore:
         return int(session.execute(select(func.count()).select_from(inner.subquery())).scalar_one())
 
     def _tsvector(
-        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int
+        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int, text_only: bool = False
     ) -> list[LexicalHit]:
         document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
         query = func.to_tsquery(text("'english'::regconfig"), " | ".join(words))
         # Weights are {D, C, B, A}: context, key, (unused), text. Normalisation 1 divides by log length.
-        weights = f"'{{{CONTEXT_WEIGHT}, {KEY_WEIGHT}, {KEY_WEIGHT}, {TEXT_WEIGHT}}}'::float4[]"
+        context, key = (0.0, 0.0) if text_only else (CONTEXT_WEIGHT, KEY_WEIGHT)
+        weights = f"'{{{context}, {key}, {key}, {TEXT_WEIGHT}}}'::float4[]"
         rank = func.ts_rank(literal_column(weights), document, query, 1)
         shape, params = self._bound(owner, vis)
+        # With the other columns weighed 0, a match there alone ranks 0: not a text match.
+        matched = [document.op("@@")(query), *([rank > 0] if text_only else [])]
         stmt = (
             select(MemoryRow.seq, rank.label("rank"))
-            .where(document.op("@@")(query), *statements.visible_conditions(shape, by_seq=False))
+            .where(*matched, *statements.visible_conditions(shape, by_seq=False))
             .order_by(rank.desc())
             .limit(limit)
         )
@@ -489,6 +509,17 @@ class SqlMemoryStore:
             newest = max(newest, int(row[0]))
             names.update(v for v in row[1:] if isinstance(v, str) and v and not v.startswith("["))
         return names, newest
+
+    def texts_after(self, session: Session, owner: str, after_seq: int) -> tuple[list[str], int]:
+        """The texts of the owner's memories newer than ``after_seq``, and the newest seq seen."""
+        texts: list[str] = []
+        newest = after_seq
+        for seq, value in _core(
+            session, statements.texts_after(first=after_seq <= 0), {"owner": owner, "after": after_seq}
+        ):
+            newest = max(newest, int(seq))
+            texts.append(value)
+        return texts, newest
 
     def candidate_facts(self, session: Session, owner: str, seqs: Sequence[int]) -> list[CandidateRow]:
         """What the entity, temporal and session ranking stages read of the candidates."""

@@ -163,6 +163,13 @@ def entity_names(keys: tuple[str, ...], *, first: bool) -> Select[Any]:
     return select(_m.seq, *cols).where(owned, _m.seq > bindparam("after"))
 
 
+@lru_cache(maxsize=2)
+def texts_after(*, first: bool) -> Select[Any]:
+    """The text of the owner's memories after ``:after`` (by the owner index first, then by seq range)."""
+    owned = _m.owner == bindparam("owner") if first else owned_by_seq()
+    return select(_m.seq, _m.text).where(owned, _m.seq > bindparam("after"))
+
+
 @lru_cache(maxsize=1)
 def generation() -> Select[Any]:
     return select(MemoryOwnerRow.__table__.c.generation).where(  # type: ignore[attr-defined]

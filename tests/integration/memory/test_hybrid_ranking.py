@@ -41,8 +41,12 @@ def test_hybrid_ranking_beats_dense_alone_and_lexical_alone(
 ) -> None:
     hybrid = MemoryService(database, embedder, index, cache_bytes=0)
     hybrid.apply_writes("alice", [MemoryWrite(key=k, value=v) for k, v in MEMORIES.items()], now=T0)
-    dense = MemoryService(database, embedder, index, ranking=RankingPolicy(lexical_weight=0.0), cache_bytes=0)
-    lexical = MemoryService(database, embedder, index, ranking=RankingPolicy(dense_weight=0.0), cache_bytes=0)
+    dense = MemoryService(
+        database, embedder, index, ranking=RankingPolicy(lexical_weight=0.0, expansion_weight=0.0), cache_bytes=0
+    )
+    lexical = MemoryService(
+        database, embedder, index, ranking=RankingPolicy(dense_weight=0.0, expansion_weight=0.0), cache_bytes=0
+    )
 
     def mrr(service: MemoryService) -> float:
         return sum(reciprocal_rank(service, q, gold) for q, gold in QUESTIONS.items()) / len(QUESTIONS)

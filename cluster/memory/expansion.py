@@ -1,0 +1,194 @@
+"""Query expansion from the owner's own words: no thesaurus, no model beyond the memory embedder.
+
+A question often names a thing by another word than the memory that answers it: "What activities
+does Melanie partake in?" is answered by "we went camping" and "I took up pottery", which share no
+word with it. For each content word of a query, the words of the owner's own memories nearest to it
+in the embedder's space (each word embedded alone) stand in for it in a second, weaker lexical
+query; the service fuses that ranking with the dense and lexical ones.
+
+Only the owner's words are candidates, so an expansion always matches something the owner said,
+and its ranking is the store's own full-text search: what a caller sees depends on the stored rows
+and the embedder, never on which process answered. Each process keeps a word's vector once (it
+depends on the word alone) and each owner's words, grown from the rows written since it last looked,
+like the entity vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+import numpy as np
+
+from cluster.memory.policy import STOPWORDS
+
+#: Words of three or more letters; digits, ids and one- or two-letter words are no topic.
+_WORD = re.compile(r"[^\W\d_]{3,}(?:['’][^\W\d_]+)?")
+#: A neighbour that starts like the word it expands is its inflection: the full-text stemmer has it.
+SAME_STEM = 4
+
+Embed = Callable[[list[str]], Sequence[Sequence[float]]]
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of ``text`` that can carry a topic, possessives removed, in order, once each."""
+    out = (re.sub(r"['’]s$", "", w.lower()) for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in out if len(w) >= 3 and w not in STOPWORDS))
+
+
+class WordVectors:
+    """Unit vectors of single words, shared by every owner of a process (a word's vector depends on
+    the word alone); at most ``limit`` are kept, the least recently used dropped first."""
+
+    def __init__(self, embed: Embed, limit: int = 200_000) -> None:
+        self._embed = embed
+        self._limit = limit
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, words: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each word's vector, embedding in one call the words not seen before."""
+        with self._lock:
+            known = {w: self._vectors[w] for w in words if w in self._vectors}
+            for w in known:
+                self._vectors.move_to_end(w)
+        missing = [w for w in dict.fromkeys(words) if w not in known]
+        if missing:
+            made = np.asarray(self._embed(missing), dtype=np.float32)
+            made /= np.maximum(np.linalg.norm(made, axis=1, keepdims=True), 1e-12)
+            fresh = dict(zip(missing, made, strict=True))
+            with self._lock:
+                self._vectors.update(fresh)
+                while len(self._vectors) > self._limit:
+                    self._vectors.popitem(last=False)
+            known.update(fresh)
+        return known
+
+
+class TermSpace:
+    """One owner's words and their unit vectors, as one matrix for a nearest-word search.
+
+    Rows are appended into spare capacity (doubled when full), so growing by a write's few new words
+    does not copy the matrix, and a search that read the row count before an append never sees it.
+    """
+
+    def __init__(self, dimension: int) -> None:
+        self._terms: list[str] = []
+        self._index: dict[str, int] = {}
+        self._rows = np.zeros((64, dimension), dtype=np.float32)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, word: str) -> bool:
+        return word in self._index
+
+    def add(self, vectors: dict[str, np.ndarray]) -> None:
+        """Append the words not yet here (callers serialise adds; searches may run meanwhile)."""
+        new = [w for w in vectors if w not in self._index]
+        if not new:
+            return
+        need = self._count + len(new)
+        rows = self._rows
+        if need > len(rows):
+            rows = np.zeros((max(need, 2 * len(rows)), rows.shape[1]), dtype=np.float32)
+            rows[: self._count] = self._rows[: self._count]
+        for i, word in enumerate(new, start=self._count):
+            rows[i] = vectors[word]
+            self._terms.append(word)
+            self._index[word] = i
+        self._rows = rows
+        self._count = need
+
+    def nearest(self, vector: np.ndarray, count: int) -> list[tuple[str, float]]:
+        """The ``count`` words most similar to ``vector``, best first (ties by word)."""
+        n, rows, terms = self._count, self._rows, self._terms
+        if n == 0:
+            return []
+        sims = rows[:n] @ vector
+        count = min(count, n)
+        best = np.argpartition(-sims, count - 1)[:count]
+        return sorted(((terms[i], float(sims[i])) for i in best), key=lambda t: (-t[1], t[0]))
+
+
+def expand(
+    query: str,
+    space: TermSpace,
+    vectors: WordVectors,
+    *,
+    per_word: int,
+    min_similarity: float,
+    names: Collection[str] = (),
+    present: Callable[[list[str]], set[str]] | None = None,
+) -> tuple[str, ...]:
+    """The owner's words that stand in for the query's content words, at most ``per_word`` each.
+
+    A neighbour counts when its cosine similarity reaches ``min_similarity``, it is not an inflection
+    of the word (same first letters), not a query word and not a name: names (``names``, lower-case
+    words of the entities the owner knows) are the entity stage's, and a name's nearest words are
+    other names. ``present`` returns which of some words a stored memory still holds: a space keeps
+    the words of forgotten memories, and the choice must be the one any process would make.
+    """
+    words = [w for w in content_words(query) if w not in names]
+    if not words or not len(space):
+        return ()
+    options: list[list[str]] = []
+    for word, vector in vectors.get(words).items():
+        # Look well past ``per_word``: some neighbours are skipped here, some by ``present``.
+        near = space.nearest(vector, per_word + 8)
+        options.append(
+            [
+                term
+                for term, similarity in near
+                if similarity >= min_similarity
+                and term[:SAME_STEM] != word[:SAME_STEM]
+                and term not in names
+                and term not in words
+            ]
+        )
+    if present is not None:
+        held = present(list(dict.fromkeys(t for terms in options for t in terms)))
+        options = [[t for t in terms if t in held] for terms in options]
+    return tuple(dict.fromkeys(t for terms in options for t in terms[:per_word]))
+
+
+class TermSpaces:
+    """Each owner's term space, kept in the process and grown from the memories written since.
+
+    Like :class:`cluster.memory.entities.VocabularyCache`: ``load(after_seq)`` returns the texts of the
+    owner's memories newer than ``after_seq`` and the newest seq seen; ``load`` is skipped while the
+    owner's generation is the one the space was last grown at. Words of forgotten memories stay: an
+    expansion to a word no visible memory holds matches nothing. At most ``owners`` are kept.
+    """
+
+    def __init__(self, vectors: WordVectors, dimension: int, owners: int = 1_000) -> None:
+        self.vectors = vectors
+        self._dimension = dimension
+        self._owners = owners
+        self._entries: OrderedDict[str, tuple[int, int | None, TermSpace]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, owner: str, load: Callable[[int], tuple[Iterable[str], int]], generation: int | None = None
+    ) -> TermSpace:
+        with self._lock:
+            seen, grown_at, space = self._entries.get(owner, (0, None, TermSpace(self._dimension)))
+            if generation is not None and generation == grown_at:
+                self._entries.move_to_end(owner)
+                return space
+        texts, newest = load(seen)
+        words = list(dict.fromkeys(w for text in texts for w in content_words(text)))
+        fresh = [w for w in words if w not in space]
+        found = self.vectors.get(fresh) if fresh else {}
+        with self._lock:
+            # Another query may have grown the same space meanwhile: adding is idempotent.
+            _, _, current = self._entries.get(owner, (0, None, space))
+            current.add(found)
+            self._entries[owner] = (max(newest, seen), generation, current)
+            self._entries.move_to_end(owner)
+            while len(self._entries) > self._owners:
+                self._entries.popitem(last=False)
+            return current

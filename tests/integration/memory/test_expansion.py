@@ -1,0 +1,89 @@
+"""Query expansion on real stores and the real embedder: a question that shares no word with its answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.core.ports import Embedder
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryWrite
+from cluster.memory.policy import RankingPolicy
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+SAID = [
+    ("shelter", "Melanie", "I adopted a puppy from the shelter, he chews everything."),
+    ("sofa", "Melanie", "We bought a new couch for the living room."),
+    ("cinema", "Melanie", "The movie last night was wonderful, we cried at the end."),
+    ("tax", "Melanie", "My accountant sent the invoice for the tax return."),
+    ("car", "Melanie", "The car needs new tyres before winter."),
+    ("talk", "Caroline", "The counselling workshop was long but useful."),
+    ("bank", "Caroline", "I finally opened a savings account at the bank."),
+]
+
+
+@pytest.fixture
+def services(database: Database, embedder: Embedder, index: MilvusMemoryIndex) -> tuple[MemoryService, MemoryService]:
+    expanding = MemoryService(database, embedder, index, cache_bytes=0)
+    expanding.apply_writes(
+        "fleet",
+        [MemoryWrite(key=k, value=f"{who}: {text}", metadata={"speaker": who}) for k, who, text in SAID],
+        now=T0,
+    )
+    plain = MemoryService(database, embedder, index, ranking=RankingPolicy(expansion_weight=0), cache_bytes=0)
+    return expanding, plain
+
+
+QUESTION = "What kind of dog does Melanie have?"
+
+
+def test_expansion_words_come_from_the_owners_memories_and_say_so(
+    services: tuple[MemoryService, MemoryService],
+) -> None:
+    expanding, plain = services
+    result = expanding.query("fleet", QUESTION, top_k=3, now=T0)
+    assert result.expansions, "the question's words should have neighbours among the owner's words"
+    owner_words = {w.strip(".,").lower() for _, _, text in SAID for w in text.split()}
+    assert "puppy" in result.expansions
+    assert set(result.expansions) <= owner_words
+    assert "melanie" not in result.expansions  # names are the entity stage's
+    hit = result.hits[0]
+    assert hit.memory.key == "shelter"
+    assert "expansion" in hit.why.stages
+    assert hit.why.expansion_rank == 1
+    # Without expansion nothing says so.
+    unexpanded = plain.query("fleet", QUESTION, top_k=3, now=T0)
+    assert unexpanded.expansions == ()
+    assert all("expansion" not in h.why.stages and h.why.expansion_rank is None for h in unexpanded.hits)
+
+
+def test_another_process_expands_the_same_way(
+    services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    expanding, _ = services
+    expanding.query("fleet", QUESTION, top_k=5, now=T0)  # builds this process's term space
+    # A memory written after the first service built its term space: both see it at the next query.
+    expanding.write("fleet", "kennel", "Melanie: The kennel keeps our pup while we travel.", now=T0)
+    fresh = MemoryService(database, embedder, index, cache_bytes=0)
+    again, other = expanding.query("fleet", QUESTION, top_k=5, now=T0), fresh.query("fleet", QUESTION, top_k=5, now=T0)
+    assert again.expansions == other.expansions
+    assert [h.memory.key for h in again.hits] == [h.memory.key for h in other.hits]
+    assert "kennel" in [h.memory.key for h in again.hits]
+
+
+def test_a_forgotten_memorys_words_are_no_longer_expansions_in_any_process(
+    services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    expanding, _ = services
+    assert "puppy" in expanding.query("fleet", QUESTION, top_k=5, now=T0).expansions
+    shelter = next(h.memory for h in expanding.query("fleet", "adopted puppy shelter", top_k=1, now=T0).hits)
+    expanding.forget("fleet", shelter.memory_id)
+    # This process's term space still holds "puppy"; the store no longer does.
+    after = expanding.query("fleet", QUESTION, top_k=5, now=T0)
+    fresh = MemoryService(database, embedder, index, cache_bytes=0).query("fleet", QUESTION, top_k=5, now=T0)
+    assert "puppy" not in after.expansions
+    assert after.expansions == fresh.expansions
+    assert [h.memory.key for h in after.hits] == [h.memory.key for h in fresh.hits]
