@@ -11,11 +11,10 @@ questions. Names are never taken from a fixed list.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from cluster.memory.growth import PerOwner
 from cluster.memory.policy import STOPWORDS
 
 #: Metadata keys whose string values name an entity of the memory.
@@ -100,7 +99,7 @@ def _contains(tokens: list[str], key: tuple[str, ...]) -> bool:
     return any(tuple(tokens[i : i + n]) == key for i in range(len(tokens) - n + 1))
 
 
-class VocabularyCache:
+class VocabularyCache(PerOwner[Vocabulary]):
     """Each owner's vocabulary, kept in the process and grown from the memories written since.
 
     Names only ever need adding: a name whose memories were forgotten then boosts nothing, since
@@ -109,28 +108,14 @@ class VocabularyCache:
     """
 
     def __init__(self, owners: int = 10_000) -> None:
-        self._owners = owners
-        self._entries: OrderedDict[str, tuple[int, int | None, Vocabulary]] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(Vocabulary, owners)
 
-    def get(self, owner: str, load: Callable[[int], tuple[set[str], int]], generation: int | None = None) -> Vocabulary:
+    def vocabulary(
+        self, owner: str, load: Callable[[int], tuple[set[str], int]], generation: int | None = None
+    ) -> Vocabulary:
         """The owner's vocabulary; ``load`` is skipped when the owner's ``generation`` (read in the
         caller's snapshot) is the one the vocabulary was last grown at: nothing was written since."""
-        with self._lock:
-            seen, grown_at, vocabulary = self._entries.get(owner, (0, None, Vocabulary()))
-            if generation is not None and generation == grown_at:
-                self._entries.move_to_end(owner)
-                return vocabulary
-        names, newest = load(seen)
-        with self._lock:
-            # Another query may have grown the same vocabulary meanwhile: adding is idempotent.
-            _, _, current = self._entries.get(owner, (0, None, vocabulary))
-            current.add(names)
-            self._entries[owner] = (max(newest, seen), generation, current)
-            self._entries.move_to_end(owner)
-            while len(self._entries) > self._owners:
-                self._entries.popitem(last=False)
-            return current
+        return self.get(owner, lambda _, after: load(after), Vocabulary.add, generation)
 
 
 def without_names(text: str, names: Iterable[str]) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
+from cluster.memory.growth import PerOwner
 from cluster.memory.policy import STOPWORDS
 
 #: Words of three or more letters; digits, ids and one- or two-letter words are no topic.
@@ -87,7 +88,7 @@ class TermSpace:
         return word in self._index
 
     def add(self, vectors: dict[str, np.ndarray]) -> None:
-        """Append the words not yet here (callers serialise adds; searches may run meanwhile)."""
+        """Append the words not yet here (adds are serialised by :class:`TermSpaces`; searches may run meanwhile)."""
         new = [w for w in vectors if w not in self._index]
         if not new:
             return
@@ -155,40 +156,24 @@ def expand(
     return tuple(dict.fromkeys(t for terms in options for t in terms[:per_word]))
 
 
-class TermSpaces:
+class TermSpaces(PerOwner[TermSpace]):
     """Each owner's term space, kept in the process and grown from the memories written since.
 
-    Like :class:`cluster.memory.entities.VocabularyCache`: ``load(after_seq)`` returns the texts of the
-    owner's memories newer than ``after_seq`` and the newest seq seen; ``load`` is skipped while the
-    owner's generation is the one the space was last grown at. Words of forgotten memories stay: an
-    expansion to a word no visible memory holds matches nothing. At most ``owners`` are kept.
+    ``load(after_seq)`` returns the texts of the owner's memories newer than ``after_seq`` and the
+    newest seq seen; it is skipped while the owner's generation is the one the space was last grown
+    at. Words of forgotten memories stay (see ``present`` in :func:`expand`). At most ``owners`` kept.
     """
 
     def __init__(self, vectors: WordVectors, dimension: int, owners: int = 1_000) -> None:
+        super().__init__(lambda: TermSpace(dimension), owners)
         self.vectors = vectors
-        self._dimension = dimension
-        self._owners = owners
-        self._entries: OrderedDict[str, tuple[int, int | None, TermSpace]] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def get(
+    def space(
         self, owner: str, load: Callable[[int], tuple[Iterable[str], int]], generation: int | None = None
     ) -> TermSpace:
-        with self._lock:
-            seen, grown_at, space = self._entries.get(owner, (0, None, TermSpace(self._dimension)))
-            if generation is not None and generation == grown_at:
-                self._entries.move_to_end(owner)
-                return space
-        texts, newest = load(seen)
-        words = list(dict.fromkeys(w for text in texts for w in content_words(text)))
-        fresh = [w for w in words if w not in space]
-        found = self.vectors.get(fresh) if fresh else {}
-        with self._lock:
-            # Another query may have grown the same space meanwhile: adding is idempotent.
-            _, _, current = self._entries.get(owner, (0, None, space))
-            current.add(found)
-            self._entries[owner] = (max(newest, seen), generation, current)
-            self._entries.move_to_end(owner)
-            while len(self._entries) > self._owners:
-                self._entries.popitem(last=False)
-            return current
+        def new_words(space: TermSpace, after: int) -> tuple[dict[str, np.ndarray], int]:
+            texts, newest = load(after)
+            fresh = [w for w in dict.fromkeys(w for text in texts for w in content_words(text)) if w not in space]
+            return (self.vectors.get(fresh) if fresh else {}), newest
+
+        return self.get(owner, new_words, TermSpace.add, generation)

@@ -543,7 +543,7 @@ class MemoryService:
         """
         policy = self.ranking
         searching = self._searches.submit(self._search, owner, request.query, vector, vis)
-        vocabulary = self.vocabularies.get(
+        vocabulary = self.vocabularies.vocabulary(
             owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
         )
         plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
@@ -572,7 +572,7 @@ class MemoryService:
         policy = self.ranking
         if policy.expansion_weight <= 0:
             return (), {}
-        space = self.terms.get(owner, lambda after: self.store.texts_after(session, owner, after), generation)
+        space = self.terms.space(owner, lambda after: self.store.texts_after(session, owner, after), generation)
         words = expand(
             query,
             space,

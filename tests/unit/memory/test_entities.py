@@ -51,13 +51,13 @@ def test_the_cache_grows_a_vocabulary_from_the_newest_memories_only() -> None:
         asked.append(after)
         return ({"Gina"}, 7) if after == 0 else ({"Jon"}, 9)
 
-    assert "Gina" in cache.get("a", load)
-    vocabulary = cache.get("a", load)
+    assert "Gina" in cache.vocabulary("a", load)
+    vocabulary = cache.vocabulary("a", load)
     assert "Gina" in vocabulary
     assert "Jon" in vocabulary
     assert asked == [0, 7]
-    cache.get("b", lambda after: (set(), 0))  # evicts "a": at most one owner kept
-    cache.get("a", load)
+    cache.vocabulary("b", lambda after: (set(), 0))  # evicts "a": at most one owner kept
+    cache.vocabulary("a", load)
     assert asked == [0, 7, 0]
 
 
@@ -69,9 +69,9 @@ def test_a_vocabulary_is_not_read_again_while_the_owners_generation_stands() -> 
         asked.append(after)
         return ({"Gina"}, 3) if after == 0 else ({"Jon"}, 5)
 
-    assert "Gina" in cache.get("a", load, generation=4)
-    cache.get("a", load, generation=4)  # nothing written since: no read
+    assert "Gina" in cache.vocabulary("a", load, generation=4)
+    cache.vocabulary("a", load, generation=4)  # nothing written since: no read
     assert asked == [0]
-    assert "Jon" in cache.get("a", load, generation=5)  # a write bumped it: read what is new
-    cache.get("a", load)  # no generation known: always read
+    assert "Jon" in cache.vocabulary("a", load, generation=5)  # a write bumped it: read what is new
+    cache.vocabulary("a", load)  # no generation known: always read
     assert asked == [0, 3, 5]

@@ -88,12 +88,12 @@ def test_word_vectors_embed_each_word_once_and_spaces_grow_from_new_rows_only() 
         newer = [seq for seq in rows if seq > after]
         return [rows[s] for s in newer], max(newer, default=after)
 
-    first = spaces.get("owner", load, generation=1)
+    first = spaces.space("owner", load, generation=1)
     assert sorted(first.nearest(np.asarray(TABLE["activities"], dtype=np.float32), 10))[0][0] == "camping"
-    assert spaces.get("owner", load, generation=1) is first
+    assert spaces.space("owner", load, generation=1) is first
     assert loads == [0]
     rows[4] = "Camping again, then pottery"
-    spaces.get("owner", load, generation=2)
+    spaces.space("owner", load, generation=2)
     assert loads == [0, 3]
     embedded = [w for call in table.calls for w in call]
     assert len(embedded) == len(set(embedded))  # "camping" and "pottery" were not embedded again
