@@ -8,8 +8,9 @@ embedded by the real model inside every timed call (no embedding cache, no query
 
 Reported per query (p50/p95 over ``--queries``): the embedding alone, the brute-force floor (embed,
 then exact cosine over all vectors with numpy), the Milvus stage, the lexical stage, and the whole
-``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, the entity, temporal and session
-stages, access bookkeeping), the same with the query cache on (a miss, then a hit: both read the
+``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, the query expansion, the entity,
+temporal and session stages, access bookkeeping) timed in turn with the same query without the
+expansion (its cost, measured in the same run), the same with the query cache on (a miss, then a hit: both read the
 owner's generation), and single writes.
 
     .venv/bin/python -m bench.memory_latency [--n 100000] [--queries 300] [--database-url URL]
@@ -36,6 +37,7 @@ from cluster.core.types import utcnow
 from cluster.embedding import OnnxMiniLMEmbedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery, MemoryWrite
+from cluster.memory.policy import RankingPolicy
 from cluster.memory.repository import Visibility
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
@@ -75,6 +77,19 @@ def timed(fn: Callable[[str], object], queries: Sequence[str]) -> tuple[float, f
         fn(q)
         samples.append((time.perf_counter() - started) * 1000)
     return percentiles(samples)
+
+
+def timed_pair(
+    first: Callable[[str], object], second: Callable[[str], object], queries: Sequence[str]
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Two ways of answering, timed query by query in turn, so a drift of the machine hits both alike."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for q in queries:
+        for fn, out in ((first, samples[0]), (second, samples[1])):
+            started = time.perf_counter()
+            fn(q)
+            out.append((time.perf_counter() - started) * 1000)
+    return percentiles(samples[0]), percentiles(samples[1])
 
 
 def main() -> None:
@@ -130,6 +145,12 @@ def main() -> None:
         print(f"ingested {args.n} memories in {ingest:.1f} s ({args.n / ingest:.0f}/s); index {args.index_type}")
         embedder.table.clear()  # queries below are embedded by the model, every time
 
+        # A process's first query of an owner embeds the owner's distinct words (the expansion's term space).
+        started = time.perf_counter()
+        service.query(OWNER, queries[0], top_k=10)
+        first = (time.perf_counter() - started) * 1000
+        words = len(service.terms.space(OWNER, lambda after: ([], after)))
+        print(f"first query in this process: {first:.0f} ms (a term space of {words} words)")
         for q in queries[:20]:  # warm-up: load the collection, fill OS caches
             service.query(OWNER, q, top_k=10)
 
@@ -153,10 +174,16 @@ def main() -> None:
             "brute-force floor: embed + numpy exact cosine": timed(brute, queries),
             "Milvus stage: embed + search (owner filter)": timed(milvus_stage, queries),
             "lexical stage: FTS query (no embedding)": timed(lexical_stage, queries),
-            "MemoryService.query (everything, top_k=10)": timed(
-                lambda q: service.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
-            ),
         }
+        # The query expansion's cost: the same queries without it, interleaved with the full query.
+        plain = MemoryService(database, embedder, index, cache_bytes=0, ranking=RankingPolicy(expansion_weight=0))
+        both = timed_pair(
+            lambda q: service.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
+            lambda q: plain.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
+            queries,
+        )
+        rows["MemoryService.query (everything, top_k=10)"] = both[0]
+        rows["MemoryService.query without query expansion (interleaved with the row above)"] = both[1]
         cached = MemoryService(database, embedder, index)
         rows["MemoryService.query, cache on, miss (generation read + query)"] = timed(
             lambda q: cached.query(OWNER, q, top_k=10), queries

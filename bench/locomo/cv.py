@@ -44,7 +44,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "entity_boost": (0.0, 0.25, 0.5, 1.0),
     "when_boost": (0.0, 1.0),
     "session_weight": (0.0, 0.25, 0.5),
-    "expansion_weight": (0.0, 0.3, 0.6),
+    "expansion_weight": (0.0, 0.2, 0.4, 0.6),
 }
 
 
@@ -80,7 +80,7 @@ def gather(service: MemoryService, conversations: list[Conversation]) -> list[Ga
 
 def recall_at_10(item: Gathered, policy: RankingPolicy) -> float:
     found = item.candidates
-    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy, list(found.expanded))
+    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy)
     return score([item.keys[r.seq] for r in ranked[:10]], item.gold)[1]
 
 

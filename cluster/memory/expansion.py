@@ -3,12 +3,12 @@
 A question often names a thing by another word than the memory that answers it: "What activities
 does Melanie partake in?" is answered by "we went camping" and "I took up pottery", which share no
 word with it. For each content word of a query, the words of the owner's own memories nearest to it
-in the embedder's space (each word embedded alone) stand in for it in a second, weaker lexical
-query; the service fuses that ranking with the dense and lexical ones.
+in the embedder's space (each word embedded alone) stand in for it: the candidates whose text holds
+them form a third, weaker ranking beside the dense and lexical ones (:mod:`cluster.memory.ranking`).
 
 Only the owner's words are candidates, so an expansion always matches something the owner said,
-and its ranking is the store's own full-text search: what a caller sees depends on the stored rows
-and the embedder, never on which process answered. Each process keeps a word's vector once (it
+and only words a stored memory still holds are chosen: what a caller sees depends on the stored
+rows and the embedder, never on which process answered. Each process keeps a word's vector once (it
 depends on the word alone) and each owner's words, grown from the rows written since it last looked,
 like the entity vocabulary.
 """
@@ -124,8 +124,9 @@ def expand(
     min_similarity: float,
     names: Collection[str] = (),
     present: Callable[[list[str]], set[str]] | None = None,
-) -> tuple[str, ...]:
-    """The owner's words that stand in for the query's content words, at most ``per_word`` each.
+) -> tuple[tuple[str, float], ...]:
+    """The owner's words that stand in for the query's content words, at most ``per_word`` each,
+    with their similarity (a word near two query words keeps the higher).
 
     A neighbour counts when its cosine similarity reaches ``min_similarity``, it is not an inflection
     of the word (same first letters), not a query word and not a name: names (``names``, lower-case
@@ -136,13 +137,13 @@ def expand(
     words = [w for w in content_words(query) if w not in names]
     if not words or not len(space):
         return ()
-    options: list[list[str]] = []
+    options: list[list[tuple[str, float]]] = []
     for word, vector in vectors.get(words).items():
         # Look well past ``per_word``: some neighbours are skipped here, some by ``present``.
         near = space.nearest(vector, per_word + 8)
         options.append(
             [
-                term
+                (term, similarity)
                 for term, similarity in near
                 if similarity >= min_similarity
                 and term[:SAME_STEM] != word[:SAME_STEM]
@@ -151,9 +152,13 @@ def expand(
             ]
         )
     if present is not None:
-        held = present(list(dict.fromkeys(t for terms in options for t in terms)))
-        options = [[t for t in terms if t in held] for terms in options]
-    return tuple(dict.fromkeys(t for terms in options for t in terms[:per_word]))
+        held = present(list(dict.fromkeys(t for terms in options for t, _ in terms)))
+        options = [[(t, s) for t, s in terms if t in held] for terms in options]
+    chosen: dict[str, float] = {}
+    for terms in options:
+        for term, similarity in terms[:per_word]:
+            chosen[term] = max(similarity, chosen.get(term, similarity))
+    return tuple(chosen.items())
 
 
 class TermSpaces(PerOwner[TermSpace]):

@@ -65,13 +65,11 @@ class MatchExplanation(Frozen):
     dense_rank: int | None
     lexical_score: float | None = Field(description="Full-text relevance (higher is better).")
     lexical_rank: int | None
-    expansion_rank: int | None = Field(
-        default=None, description="Its rank in the search by the query's expansion words (None: not found by it)."
-    )
     fused: float = Field(description="Weighted reciprocal-rank fusion of the rankings.")
     entities: tuple[str, ...] = Field(default=(), description="Entities the query names that this memory carries.")
     time: str | None = Field(default=None, description="The time that matched the query's (or its 'when').")
     session_bonus: float = Field(default=0.0, description="Score added for support from its session.")
+    expanded: tuple[str, ...] = Field(default=(), description="Expansion words (see the answer's expansions) it holds.")
     stages: tuple[str, ...] = Field(default=(), description="The ranking stages that raised this memory.")
     activity: float = Field(description="Activity score at query time.")
 
@@ -104,7 +102,7 @@ class MemoryQueryResult(Frozen):
     hits: tuple[MemoryHit, ...]
     candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
     expansions: tuple[str, ...] = Field(
-        default=(), description="Words of the owner's memories searched for in place of the query's words."
+        default=(), description="Words of the owner's memories that stood in for the query's words."
     )
     cached: bool = False
 

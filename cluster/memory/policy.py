@@ -302,9 +302,9 @@ class RankingPolicy(Frozen):
     paraphrases. A ``k`` smaller than the customary 60 keeps the top lexical ranks apart. After
     fusion come the entity stage (people and things the query names, recognised from the owner's
     stored entities and speakers), the temporal stage and session evidence. A third, weaker
-    ranking joins the fusion: the lexical search again, with the owner's words nearest in meaning
-    to the query's (:mod:`cluster.memory.expansion`); its similarity threshold is in the
-    embedder's cosine scale (chosen with the offline MiniLM).
+    ranking joins the fusion: the candidates holding the owner's words nearest in meaning to the
+    query's (:mod:`cluster.memory.expansion`); its similarity threshold is in the embedder's
+    cosine scale (chosen with the offline MiniLM).
     The defaults were chosen by cross-validation on the LoCoMo development split (constants picked
     on three conversations, scored on the other two, all ten splits; ``bench/locomo/cv.py`` and
     docs/benchmarks.md).
@@ -336,7 +336,7 @@ class RankingPolicy(Frozen):
     )
     session_top: int = Field(default=3, ge=1, le=50, description="How many of a session's best candidates count.")
     expansion_weight: float = Field(
-        default=0.6, ge=0, description="Fusion weight of the expanded lexical ranking (0: no expansion)."
+        default=0.4, ge=0, description="Fusion weight of the expansion words' ranking (0: no expansion)."
     )
     expansion_per_word: int = Field(
         default=3, ge=1, le=20, description="At most this many of the owner's words stand in for each query word."

@@ -1,10 +1,12 @@
-"""The ranking stages of a memory query, pure: fusion, entity stage, temporal stage, session evidence.
+"""The ranking stages of a memory query, pure: fusion (with expansion), entity, temporal, session evidence.
 
 The service gathers the candidates (dense and lexical rankings, already filtered by owner, entity,
 scope, validity and version) and the facts of each candidate (its entity names, day, session and
 text); :func:`rank` orders them and records, per memory, what every stage did to it:
 
-1. fusion: weighted reciprocal rank of the dense and lexical rankings;
+1. fusion: weighted reciprocal rank of the dense and lexical rankings, and of a third one over the
+   same candidates: those whose text holds the query's expansion words (the owner's words nearest
+   in meaning to the query's, :mod:`cluster.memory.expansion`), by the words' summed similarity;
 2. entity stage: memories that carry an entity the query names (their speaker, author, entity
    field) get ``entity_boost``; a question about one person then ranks the other person's turns
    below that person's own;
@@ -27,6 +29,7 @@ from typing import Any
 
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
+from cluster.memory.expansion import content_words
 from cluster.memory.policy import RankingPolicy, rrf
 from cluster.memory.timeparse import Interval, TimeMention, find_times, memory_date
 
@@ -42,6 +45,8 @@ class QueryPlan(Frozen):
     entities: tuple[str, ...] = ()
     intervals: tuple[Interval, ...] = ()
     asks_when: bool = False
+    expansions: tuple[tuple[str, float], ...] = ()
+    """The owner's words that stand in for the query's, each with its similarity (see expansion.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +64,12 @@ class CandidateFacts:
     session: str | None = None
     group: str = field(init=False, repr=False, compare=False)
     """What the session stage groups by: the session, else the memory's day (made once, read per query)."""
+    words: frozenset[str] = field(init=False, repr=False, compare=False)
+    """The text's content words, which expansion words are matched against (made once)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "group", self.session if self.session is not None else self.day.isoformat())
+        object.__setattr__(self, "words", frozenset(content_words(self.text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +86,18 @@ class Ranked:
     entities: tuple[str, ...] = ()
     time: str | None = None
     session_bonus: float = 0.0
+    expanded: tuple[str, ...] = ()
+    """The expansion words its text holds."""
 
 
 @dataclass(frozen=True)
 class Candidates:
-    """A query's candidates before ranking: the rankings (seq -> score, best first), their facts, the plan."""
+    """A query's candidates before ranking: both rankings (seq -> score, best first), their facts, the plan."""
 
     dense: dict[int, float]
     lexical: dict[int, float]
     facts: dict[int, CandidateFacts]
     plan: QueryPlan
-    expanded: dict[int, float] = field(default_factory=dict)
-    """The lexical ranking of the expansion words (empty when the query had none)."""
-    expansions: tuple[str, ...] = ()
 
 
 def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
@@ -99,6 +106,7 @@ def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
         (plan.entities and policy.entity_boost > 0)
         or (plan.intervals and policy.time_boost > 0)
         or (plan.asks_when and policy.when_boost > 0)
+        or (plan.expansions and policy.expansion_weight > 0)
         or policy.session_weight > 0
     )
 
@@ -151,7 +159,8 @@ def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
 def fuse(
     dense: Sequence[int], lexical: Sequence[int], policy: RankingPolicy, expanded: Sequence[int] = ()
 ) -> dict[int, float]:
-    """Weighted reciprocal-rank fusion of the rankings (each best first)."""
+    """Weighted reciprocal-rank fusion of the rankings (each best first; ``expanded`` ranks the
+    candidates that hold expansion words, and adds no candidate)."""
     fused: dict[int, float] = {}
     rankings = ((policy.dense_weight, dense), (policy.lexical_weight, lexical), (policy.expansion_weight, expanded))
     for weight, ranking in rankings:
@@ -172,10 +181,10 @@ def rank(
     facts: Mapping[int, CandidateFacts],
     plan: QueryPlan,
     policy: RankingPolicy,
-    expanded: Sequence[int] = (),
 ) -> list[Ranked]:
-    """All candidates, best first (ties by ``seq``). Candidates without facts skip stages 2-4."""
-    fused = fuse(dense, lexical, policy, expanded)
+    """All candidates, best first (ties by ``seq``). Candidates without facts skip every stage but fusion."""
+    matched = _expansion_matches(dense, lexical, facts, plan) if policy.expansion_weight > 0 else {}
+    fused = fuse(dense, lexical, policy, _expansion_ranking(matched, plan))
     # One pass over the candidates, with what each stage needs decided once per query.
     wanted = {e.lower() for e in plan.entities}
     entity_factor = 1.0 + policy.entity_boost
@@ -200,12 +209,35 @@ def rank(
         staged.append((seq, score, base, named, time, fact.group if by_session else None))
     bonus = _session_bonus(staged, policy) if by_session else {}
     ranked = [
-        Ranked(seq, score + bonus[group], base, named, time, bonus[group])
+        Ranked(seq, score + bonus[group], base, named, time, bonus[group], matched.get(seq, ()))
         if group is not None
-        else Ranked(seq, score, base, named, time)
+        else Ranked(seq, score, base, named, time, expanded=matched.get(seq, ()))
         for seq, score, base, named, time, group in staged
     ]
     return sorted(ranked, key=lambda r: (-r.score, r.seq))
+
+
+def _expansion_matches(
+    dense: Sequence[int], lexical: Sequence[int], facts: Mapping[int, CandidateFacts], plan: QueryPlan
+) -> dict[int, tuple[str, ...]]:
+    """Per candidate, the expansion words its text holds (candidates that hold none left out)."""
+    if not plan.expansions:
+        return {}
+    out: dict[int, tuple[str, ...]] = {}
+    for seq in dict.fromkeys([*dense, *lexical]):
+        fact = facts.get(seq)
+        if fact is not None:
+            held = tuple(w for w, _ in plan.expansions if w in fact.words)
+            if held:
+                out[seq] = held
+    return out
+
+
+def _expansion_ranking(matched: Mapping[int, tuple[str, ...]], plan: QueryPlan) -> list[int]:
+    """The candidates holding expansion words, by the summed similarity of the words they hold."""
+    similarity = dict(plan.expansions)
+    score = {seq: sum(similarity[w] for w in words) for seq, words in matched.items()}
+    return sorted(score, key=lambda seq: (-score[seq], seq))
 
 
 def _time_match(fact: CandidateFacts, plan: QueryPlan) -> str | None:
@@ -236,12 +268,12 @@ def _session_bonus(staged: Sequence[_Staged], policy: RankingPolicy) -> dict[str
     return {s: policy.session_weight * (sum(sorted(v, reverse=True)[:top]) / top) for s, v in members.items()}
 
 
-def stages_of(ranked: Ranked, dense: bool, lexical: bool, expanded: bool = False) -> tuple[str, ...]:
+def stages_of(ranked: Ranked, dense: bool, lexical: bool) -> tuple[str, ...]:
     """The stages that found or raised a memory, in pipeline order, for its ``why``."""
     flags = (
         ("dense", dense),
         ("lexical", lexical),
-        ("expansion", expanded),
+        ("expansion", bool(ranked.expanded)),
         ("entity", bool(ranked.entities)),
         ("time", ranked.time is not None),
         ("session", ranked.session_bonus > 0),

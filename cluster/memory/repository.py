@@ -377,7 +377,6 @@ class SqlMemoryStore:
         limit: int,
         *,
         common_term_docs: int = 2000,
-        text_only: bool = False,
     ) -> list[LexicalHit]:
         """Full-text ranking of the visible memories: FTS5 BM25 on SQLite, ``ts_rank`` on Postgres.
 
@@ -385,19 +384,17 @@ class SqlMemoryStore:
         stems both sides, so "painting" finds "painted". Words found in more than
         ``common_term_docs`` of the owner's memories are dropped first: their weight in the ranking
         is small and ranking every memory that contains them is what makes full-text search slow
-        on a large memory. If nothing is left, the lexical stage has no opinion. ``text_only`` ranks by
-        the memory's own text alone, not its key or context (for the expansion words: a word near in
-        meaning to the query's says little when only a neighbouring turn has it).
+        on a large memory. If nothing is left, the lexical stage has no opinion.
         """
         words = list(dict.fromkeys(terms(query)))
         if not words:
             return []
         if self.dialect == "sqlite":
             words = self._fts5_uncommon(session, owner, words, common_term_docs)
-            return self._fts5(session, owner, words, vis, limit, text_only) if words else []
+            return self._fts5(session, owner, words, vis, limit) if words else []
         if self.dialect == "postgresql":
             words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
-            return self._tsvector(session, owner, words, vis, limit, text_only) if words else []
+            return self._tsvector(session, owner, words, vis, limit) if words else []
         return []
 
     def held_words(self, session: Session, owner: str, words: Sequence[str]) -> set[str]:
@@ -441,17 +438,14 @@ class SqlMemoryStore:
         common = {words[i] for i, n in zip(suspects, owned, strict=True) if n > cap}
         return [w for w in words if w not in common]
 
-    def _fts5(
-        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int, text_only: bool = False
-    ) -> list[LexicalHit]:
+    def _fts5(self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int) -> list[LexicalHit]:
         """BM25 inside FTS5, then the exact owner, entity, temporal and version filters on the best few.
 
         The first pass ranks everyone's memories (fast) and keeps this owner's; when other owners'
         memories may have crowded this owner's out of it, a second pass confines the full-text
         search to the owner (exact, slower on a large owner).
         """
-        columns = "text" if text_only else "{key text context}"
-        match = columns + " : (" + " OR ".join(f'"{w}"' for w in words) + ")"
+        match = "{key text context} : (" + " OR ".join(f'"{w}"' for w in words) + ")"
         inner = limit * 4
         hits, ranked = self._fts5_ranked(session, owner, match, vis, limit, inner)
         if len(hits) < limit and (not hits or ranked >= inner):
@@ -477,20 +471,17 @@ class SqlMemoryStore:
         return int(session.execute(select(func.count()).select_from(inner.subquery())).scalar_one())
 
     def _tsvector(
-        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int, text_only: bool = False
+        self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int
     ) -> list[LexicalHit]:
         document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
         query = func.to_tsquery(text("'english'::regconfig"), " | ".join(words))
         # Weights are {D, C, B, A}: context, key, (unused), text. Normalisation 1 divides by log length.
-        context, key = (0.0, 0.0) if text_only else (CONTEXT_WEIGHT, KEY_WEIGHT)
-        weights = f"'{{{context}, {key}, {key}, {TEXT_WEIGHT}}}'::float4[]"
+        weights = f"'{{{CONTEXT_WEIGHT}, {KEY_WEIGHT}, {KEY_WEIGHT}, {TEXT_WEIGHT}}}'::float4[]"
         rank = func.ts_rank(literal_column(weights), document, query, 1)
         shape, params = self._bound(owner, vis)
-        # With the other columns weighed 0, a match there alone ranks 0: not a text match.
-        matched = [document.op("@@")(query), *([rank > 0] if text_only else [])]
         stmt = (
             select(MemoryRow.seq, rank.label("rank"))
-            .where(*matched, *statements.visible_conditions(shape, by_seq=False))
+            .where(document.op("@@")(query), *statements.visible_conditions(shape, by_seq=False))
             .order_by(rank.desc())
             .limit(limit)
         )

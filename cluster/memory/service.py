@@ -33,7 +33,7 @@ from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import FactsCache, QueryCache
-from cluster.memory.entities import ENTITY_KEYS, VocabularyCache, without_names
+from cluster.memory.entities import ENTITY_KEYS, Vocabulary, VocabularyCache, without_names
 from cluster.memory.expansion import TermSpaces, WordVectors, expand
 from cluster.memory.index import MilvusMemoryIndex, VectorHit, VectorRow
 from cluster.memory.models import (
@@ -450,15 +450,14 @@ class MemoryService:
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
             found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
-            ranked = rank(
-                list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking, list(found.expanded)
-            )
+            ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
             top = ranked[: request.top_k]
             # Full records only for what is returned: building them is the costly part.
             rows = self.store.visible(session, owner, [r.seq for r in top], vis)
         top = [r for r in top if r.seq in rows]
         hits = self._explain(owner, top, rows, found, vis, now)
-        result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked), expansions=found.expansions)
+        expansions = tuple(w for w, _ in found.plan.expansions)
+        result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked), expansions=expansions)
         self.cache.put(owner, cache_key, generation, result, now)
         self.accesses.add(owner, [r.seq for r in top], now)
         if self.accesses.due(now) and self._flushing.acquire(blocking=False):
@@ -547,53 +546,40 @@ class MemoryService:
             owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
         )
         plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
+        if policy.expansion_weight > 0:
+            plan = plan.model_copy(
+                update={"expansions": self._expansions(session, owner, request.query, vocabulary, generation)}
+            )
         words = request.query if policy.entity_terms_lexical else without_names(request.query, plan.entities)
         hits = self.store.lexical(
             session, owner, words, vis, policy.candidates, common_term_docs=policy.common_term_docs
         )
         lexical = {h.seq: h.score for h in hits}
-        expansions, expanded = self._expanded(session, owner, request.query, vocabulary.words, vis, generation)
         wanted = all_facts or needs_facts(plan, policy)
         facts: dict[int, CandidateFacts] = {}
         if wanted:
-            facts = self._facts(session, owner, list(dict.fromkeys([*lexical, *expanded])))
+            facts = self._facts(session, owner, list(lexical))
             read_ahead(facts.values(), plan)
         dense = self._dense(session, owner, *searching.result(), vis)
         if wanted:
             facts.update(self._facts(session, owner, [s for s in dense if s not in facts]))
-        return Candidates(
-            dense=dense, lexical=lexical, facts=facts, plan=plan, expanded=expanded, expansions=expansions
-        )
+        return Candidates(dense=dense, lexical=lexical, facts=facts, plan=plan)
 
-    def _expanded(
-        self, session: Session, owner: str, query: str, names: frozenset[str], vis: Visibility, generation: int | None
-    ) -> tuple[tuple[str, ...], dict[int, float]]:
-        """The owner's words that stand in for the query's, and the lexical ranking they find."""
+    def _expansions(
+        self, session: Session, owner: str, query: str, vocabulary: Vocabulary, generation: int | None
+    ) -> tuple[tuple[str, float], ...]:
+        """The owner's words that stand in for the query's (see :mod:`cluster.memory.expansion`)."""
         policy = self.ranking
-        if policy.expansion_weight <= 0:
-            return (), {}
         space = self.terms.space(owner, lambda after: self.store.texts_after(session, owner, after), generation)
-        words = expand(
+        return expand(
             query,
             space,
             self.terms.vectors,
             per_word=policy.expansion_per_word,
             min_similarity=policy.expansion_similarity,
-            names=names,
+            names=vocabulary.words,
             present=lambda candidates: self.store.held_words(session, owner, candidates),
         )
-        if not words:
-            return (), {}
-        hits = self.store.lexical(
-            session,
-            owner,
-            " ".join(words),
-            vis,
-            policy.candidates,
-            common_term_docs=policy.common_term_docs,
-            text_only=True,
-        )
-        return words, {h.seq: h.score for h in hits}
 
     def _facts(self, session: Session, owner: str, seqs: list[int]) -> dict[int, CandidateFacts]:
         """The candidates' ranking facts: from the process's facts cache, the rest read (and kept)."""
@@ -616,10 +602,9 @@ class MemoryService:
         vis: Visibility,
         now: datetime,
     ) -> list[MemoryHit]:
-        dense, lexical, expanded = found.dense, found.lexical, found.expanded
+        dense, lexical = found.dense, found.lexical
         dense_rank = {seq: i for i, seq in enumerate(dense, start=1)}
         lexical_rank = {seq: i for i, seq in enumerate(lexical, start=1)}
-        expansion_rank = {seq: i for i, seq in enumerate(expanded, start=1)}
         hits = []
         for ranked in top:
             seq = ranked.seq
@@ -631,12 +616,12 @@ class MemoryService:
                 dense_rank=dense_rank.get(seq),
                 lexical_score=lexical.get(seq),
                 lexical_rank=lexical_rank.get(seq),
-                expansion_rank=expansion_rank.get(seq),
+                expanded=ranked.expanded,
                 fused=ranked.fused,
                 entities=ranked.entities,
                 time=ranked.time,
                 session_bonus=ranked.session_bonus,
-                stages=stages_of(ranked, seq in dense, seq in lexical, seq in expanded),
+                stages=stages_of(ranked, seq in dense, seq in lexical),
                 activity=self.accesses.activity(self.activity, owner, seq, stored.activity, stored.activity_at, now),
             )
             hits.append(MemoryHit(memory=stored.record, score=ranked.score, why=why))

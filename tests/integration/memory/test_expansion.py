@@ -53,11 +53,11 @@ def test_expansion_words_come_from_the_owners_memories_and_say_so(
     hit = result.hits[0]
     assert hit.memory.key == "shelter"
     assert "expansion" in hit.why.stages
-    assert hit.why.expansion_rank == 1
+    assert hit.why.expanded == ("puppy",)
     # Without expansion nothing says so.
     unexpanded = plain.query("fleet", QUESTION, top_k=3, now=T0)
     assert unexpanded.expansions == ()
-    assert all("expansion" not in h.why.stages and h.why.expansion_rank is None for h in unexpanded.hits)
+    assert all("expansion" not in h.why.stages and not h.why.expanded for h in unexpanded.hits)
 
 
 def test_another_process_expands_the_same_way(

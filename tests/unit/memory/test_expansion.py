@@ -3,6 +3,8 @@ here; tests/integration/memory/test_expansion.py runs them with the real embedde
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cluster.memory.expansion import TermSpace, TermSpaces, WordVectors, content_words, expand
@@ -39,27 +41,27 @@ def test_content_words_drop_stopwords_short_words_digits_and_possessives() -> No
     assert content_words("What did Melanie's 2 kids do at the lake in May? Lake!") == ["melanie", "kids", "lake"]
 
 
+def words(query: str, space: TermSpace, vectors: WordVectors, **rules: Any) -> tuple[str, ...]:
+    return tuple(w for w, _ in expand(query, space, vectors, **rules))
+
+
 def test_a_query_word_is_replaced_by_the_owners_nearest_words() -> None:
     space, vectors = space_of("camping", "hiking", "pottery", "invoice")
-    words = expand("What activities?", space, vectors, per_word=2, min_similarity=0.5)
-    assert words == ("camping", "hiking")  # pottery is third, the invoice far away
-    assert expand("What activities?", space, vectors, per_word=5, min_similarity=0.5) == (
-        "camping",
-        "hiking",
-        "pottery",
-    )
-    assert expand("What activities?", space, vectors, per_word=5, min_similarity=0.95) == ()
+    found = expand("What activities?", space, vectors, per_word=2, min_similarity=0.5)
+    assert [w for w, _ in found] == ["camping", "hiking"]  # pottery is third, the invoice far away
+    assert found[0][1] > found[1][1] > 0.5  # each with its cosine similarity, best first
+    assert words("What activities?", space, vectors, per_word=5, min_similarity=0.5) == ("camping", "hiking", "pottery")
+    assert words("What activities?", space, vectors, per_word=5, min_similarity=0.95) == ()
 
 
 def test_inflections_names_and_query_words_are_not_expansions() -> None:
     space, vectors = space_of("activity", "melanie", "camping")
     # "activity" is an inflection (the stemmer has it); "melanie" is a name (the entity stage's).
-    assert expand("activities", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == ("camping",)
+    assert words("activities", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == ("camping",)
     # A name in the query is not expanded either.
-    assert expand("Melanie", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == ()
-    # A word the query already has is not added again.
+    assert words("Melanie", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == ()
     # A word the query already has is not added again (camping's own neighbour, "activity", is).
-    assert expand("activities camping", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == (
+    assert words("activities camping", space, vectors, per_word=3, min_similarity=0.5, names={"melanie"}) == (
         "activity",
     )
 
