@@ -43,7 +43,7 @@ class WordVectors:
     """Unit vectors of single words, shared by every owner of a process (a word's vector depends on
     the word alone); at most ``limit`` are kept, the least recently used dropped first."""
 
-    def __init__(self, embed: Embed, limit: int = 200_000) -> None:
+    def __init__(self, embed: Embed, limit: int = 50_000) -> None:
         self._embed = embed
         self._limit = limit
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -166,11 +166,13 @@ class TermSpaces(PerOwner[TermSpace]):
 
     ``load(after_seq)`` returns the texts of the owner's memories newer than ``after_seq`` and the
     newest seq seen; it is skipped while the owner's generation is the one the space was last grown
-    at. Words of forgotten memories stay (see ``present`` in :func:`expand`). At most ``owners`` kept.
+    at. Words of forgotten memories stay (see ``present`` in :func:`expand`). At most ``owners``
+    spaces and ``max_words`` words in all are kept, the least recently used owners dropped first.
     """
 
-    def __init__(self, vectors: WordVectors, dimension: int, owners: int = 1_000) -> None:
-        super().__init__(lambda: TermSpace(dimension), owners)
+    def __init__(self, vectors: WordVectors, dimension: int, owners: int = 1_000, max_words: int = 100_000) -> None:
+        # The bound is in words: a space costs ``4 * dimension`` bytes a word (~150 MB at 100k 384-d words).
+        super().__init__(lambda: TermSpace(dimension), owners, size=len, max_size=max_words)
         self.vectors = vectors
 
     def space(

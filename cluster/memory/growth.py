@@ -18,11 +18,20 @@ A = TypeVar("A")
 
 
 class PerOwner(Generic[T]):
-    """At most ``owners`` values (least recently used dropped), each made by ``make`` and grown by ``get``."""
+    """At most ``owners`` values, each made by ``make`` and grown by ``get``; the least recently used
+    go first, also while the values' summed ``size`` is above ``max_size`` (the one just used stays)."""
 
-    def __init__(self, make: Callable[[], T], owners: int) -> None:
+    def __init__(
+        self,
+        make: Callable[[], T],
+        owners: int,
+        size: Callable[[T], int] | None = None,
+        max_size: int | None = None,
+    ) -> None:
         self._make = make
         self._owners = owners
+        self._size = size
+        self._max_size = max_size
         self._entries: OrderedDict[str, tuple[int, int | None, T]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -52,6 +61,12 @@ class PerOwner(Generic[T]):
             add(current, found)
             self._entries[owner] = (max(newest, seen), generation, current)
             self._entries.move_to_end(owner)
-            while len(self._entries) > self._owners:
+            while len(self._entries) > self._owners or (len(self._entries) > 1 and self._oversized()):
                 self._entries.popitem(last=False)
             return current
+
+    def _oversized(self) -> bool:
+        if self._size is None or self._max_size is None:
+            return False
+        size = self._size
+        return sum(size(value) for _, _, value in self._entries.values()) > self._max_size

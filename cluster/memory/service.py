@@ -455,7 +455,7 @@ class MemoryService:
             # Full records only for what is returned: building them is the costly part.
             rows = self.store.visible(session, owner, [r.seq for r in top], vis)
         top = [r for r in top if r.seq in rows]
-        hits = self._explain(owner, top, rows, found, vis, now)
+        hits = self._explain(owner, top, rows, found.dense, found.lexical, vis, now)
         expansions = tuple(w for w, _ in found.plan.expansions)
         result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked), expansions=expansions)
         self.cache.put(owner, cache_key, generation, result, now)
@@ -598,11 +598,11 @@ class MemoryService:
         owner: str,
         top: list[Ranked],
         rows: dict[int, StoredMemory],
-        found: Candidates,
+        dense: dict[int, float],
+        lexical: dict[int, float],
         vis: Visibility,
         now: datetime,
     ) -> list[MemoryHit]:
-        dense, lexical = found.dense, found.lexical
         dense_rank = {seq: i for i, seq in enumerate(dense, start=1)}
         lexical_rank = {seq: i for i, seq in enumerate(lexical, start=1)}
         hits = []

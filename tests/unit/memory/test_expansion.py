@@ -99,3 +99,26 @@ def test_word_vectors_embed_each_word_once_and_spaces_grow_from_new_rows_only() 
     assert loads == [0, 3]
     embedded = [w for call in table.calls for w in call]
     assert len(embedded) == len(set(embedded))  # "camping" and "pottery" were not embedded again
+
+
+def test_spaces_are_bounded_by_their_words_in_all() -> None:
+    spaces = TermSpaces(WordVectors(Table()), 4, max_words=3)
+    loads: list[tuple[str, int]] = []
+
+    def texts(owner: str, text: str) -> Any:
+        def load(after: int) -> tuple[list[str], int]:
+            loads.append((owner, after))
+            return ([text] if after < 1 else []), 1
+
+        return load
+
+    spaces.space("a", texts("a", "camping hiking"), generation=1)
+    spaces.space("b", texts("b", "pottery invoice"), generation=1)  # 4 words in all: "a" goes
+    assert len(spaces.space("b", texts("b", "pottery invoice"), generation=1)) == 2
+    assert loads == [("a", 0), ("b", 0)]
+    spaces.space("a", texts("a", "camping hiking"), generation=1)  # read again from the start
+    assert loads[-1] == ("a", 0)
+    # One owner alone above the bound is kept: it is the one in use.
+    big = spaces.space("c", texts("c", "camping hiking pottery invoice"), generation=1)
+    assert len(big) == 4
+    assert spaces.space("c", texts("c", "x"), generation=1) is big
