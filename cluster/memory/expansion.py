@@ -27,7 +27,7 @@ from cluster.memory.policy import STOPWORDS
 
 #: Words of three or more letters; digits, ids and one- or two-letter words are no topic.
 _WORD = re.compile(r"[^\W\d_]{3,}(?:['’][^\W\d_]+)?")
-#: A neighbour that starts like the word it expands is its inflection: the full-text stemmer has it.
+#: A neighbour that starts like the word it expands is its inflection: the lexical stage (stemmed) matches it already.
 SAME_STEM = 4
 
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
