@@ -212,10 +212,11 @@ def build_memory_service(
     """A memory service on the configured SQL database, Milvus and embedder.
 
     Pass ``database``, ``embedder`` or ``milvus`` (a ``MilvusClient``) to share ones the caller
-    already opened; a process must not open a Milvus Lite file twice. The SQL schema must be
-    migrated (``cluster.storage.migrate.upgrade``). Policies default to the ones documented on
-    :class:`ActivityPolicy`, :class:`RankingPolicy` and :class:`PromotionPolicy`; every tuning
-    argument left out comes from ``settings.memory``.
+    already opened (an ``embedder`` must be the one ``settings.embedding`` describes: expansion's
+    word vectors are stored under that identity); a process must not open a Milvus Lite file twice.
+    The SQL schema must be migrated (``cluster.storage.migrate.upgrade``). Policies default to the
+    ones documented on :class:`ActivityPolicy`, :class:`RankingPolicy` and :class:`PromotionPolicy`;
+    every tuning argument left out comes from ``settings.memory``.
     """
     tuning = settings.memory
     embedder = embedder or build_embedder(settings.embedding)
@@ -238,6 +239,7 @@ def build_memory_service(
             max_context_bytes=tuning.max_context_bytes,
         ),
         cache_bytes=tuning.cache_bytes if cache_bytes is None else cache_bytes,
+        embedder_name=embedder_identity(settings.embedding),
         cache_ttl=cache_ttl or timedelta(seconds=tuning.cache_ttl_seconds),
         access_flush_entries=tuning.access_flush_entries,
         access_flush_interval=timedelta(seconds=tuning.access_flush_seconds),

@@ -27,39 +27,64 @@ from cluster.memory.policy import STOPWORDS
 
 #: Words of three or more letters; digits, ids and one- or two-letter words are no topic.
 _WORD = re.compile(r"[^\W\d_]{3,}(?:['’][^\W\d_]+)?")
+_POSSESSIVE = re.compile(r"['’]s$")
 #: A neighbour that starts like the word it expands is its inflection: the lexical stage (stemmed) matches it already.
 SAME_STEM = 4
 
 Embed = Callable[[list[str]], Sequence[Sequence[float]]]
+#: Stored vectors of some words (those it has); and the keeper of freshly embedded ones.
+Read = Callable[[list[str]], dict[str, np.ndarray]]
+Save = Callable[[dict[str, np.ndarray]], object]
+#: Longer runs of letters are no words (and a stored word has at most this many characters).
+MAX_WORD = 64
 
 
 def content_words(text: str) -> list[str]:
-    """Lower-case words of ``text`` that can carry a topic, possessives removed, in order, once each."""
-    out = (re.sub(r"['’]s$", "", w.lower()) for w in _WORD.findall(text))
-    return list(dict.fromkeys(w for w in out if len(w) >= 3 and w not in STOPWORDS))
+    """Lower-case words of ``text`` that can carry a topic, possessives removed, in order, once each.
+
+    Each distinct word is looked at once: a term space reads every memory of an owner through here.
+    """
+    out: dict[str, None] = {}
+    for word in dict.fromkeys(_WORD.findall(text.lower())):
+        if "'" in word or "’" in word:
+            word = _POSSESSIVE.sub("", word)
+        if 3 <= len(word) <= MAX_WORD and word not in STOPWORDS:
+            out[word] = None
+    return list(out)
 
 
 class WordVectors:
     """Unit vectors of single words, shared by every owner of a process (a word's vector depends on
-    the word alone); at most ``limit`` are kept, the least recently used dropped first."""
+    the word alone); at most ``limit`` are kept, the least recently used dropped first.
 
-    def __init__(self, embed: Embed, limit: int = 50_000) -> None:
+    A word the process has not seen is looked up with ``read`` (the deployment's stored words, see
+    :mod:`cluster.memory.word_store`) before it is embedded; what is embedded goes to ``save``.
+    """
+
+    def __init__(self, embed: Embed, limit: int = 50_000, save: Save | None = None) -> None:
         self._embed = embed
         self._limit = limit
+        self._save = save
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, words: Sequence[str]) -> dict[str, np.ndarray]:
-        """Each word's vector, embedding in one call the words not seen before."""
+    def get(self, words: Sequence[str], read: Read | None = None) -> dict[str, np.ndarray]:
+        """Each word's vector: kept, else read, else embedded (the words missing both, in one call)."""
         with self._lock:
             known = {w: self._vectors[w] for w in words if w in self._vectors}
             for w in known:
                 self._vectors.move_to_end(w)
         missing = [w for w in dict.fromkeys(words) if w not in known]
+        fresh = read(missing) if missing and read is not None else {}
+        missing = [w for w in missing if w not in fresh]
         if missing:
             made = np.asarray(self._embed(missing), dtype=np.float32)
             made /= np.maximum(np.linalg.norm(made, axis=1, keepdims=True), 1e-12)
-            fresh = dict(zip(missing, made, strict=True))
+            embedded = dict(zip(missing, made, strict=True))
+            if self._save is not None:
+                self._save(embedded)
+            fresh.update(embedded)
+        if fresh:
             with self._lock:
                 self._vectors.update(fresh)
                 while len(self._vectors) > self._limit:
@@ -124,6 +149,7 @@ def expand(
     min_similarity: float,
     names: Collection[str] = (),
     present: Callable[[list[str]], set[str]] | None = None,
+    read: Read | None = None,
 ) -> tuple[tuple[str, float], ...]:
     """The owner's words that stand in for the query's content words, at most ``per_word`` each,
     with their similarity (a word near two query words keeps the higher).
@@ -133,12 +159,13 @@ def expand(
     words of the entities the owner knows) are the entity stage's, and a name's nearest words are
     other names. ``present`` returns which of some words a stored memory still holds: a space keeps
     the words of forgotten memories, and the choice must be the one any process would make.
+    ``read`` looks up stored word vectors (see :class:`WordVectors`).
     """
     words = [w for w in content_words(query) if w not in names]
     if not words or not len(space):
         return ()
     options: list[list[tuple[str, float]]] = []
-    for word, vector in vectors.get(words).items():
+    for word, vector in vectors.get(words, read).items():
         # Look well past ``per_word``: some neighbours are skipped here, some by ``present``.
         near = space.nearest(vector, per_word + 8)
         options.append(
@@ -176,11 +203,15 @@ class TermSpaces(PerOwner[TermSpace]):
         self.vectors = vectors
 
     def space(
-        self, owner: str, load: Callable[[int], tuple[Iterable[str], int]], generation: int | None = None
+        self,
+        owner: str,
+        load: Callable[[int], tuple[Iterable[str], int]],
+        generation: int | None = None,
+        read: Read | None = None,
     ) -> TermSpace:
         def new_words(space: TermSpace, after: int) -> tuple[dict[str, np.ndarray], int]:
             texts, newest = load(after)
-            fresh = [w for w in dict.fromkeys(w for text in texts for w in content_words(text)) if w not in space]
-            return (self.vectors.get(fresh) if fresh else {}), newest
+            fresh = [w for w in content_words("\n".join(texts)) if w not in space]
+            return (self.vectors.get(fresh, read) if fresh else {}), newest
 
         return self.get(owner, new_words, TermSpace.add, generation)

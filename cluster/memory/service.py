@@ -90,6 +90,7 @@ from cluster.memory.ranking import (
 from cluster.memory.repository import LoggedRow, LoggedTurnRow, NewMemory, SqlMemoryStore, StoredMemory, Visibility
 from cluster.memory.tables import IndexOp
 from cluster.memory.upkeep import Upkeep
+from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,9 @@ class MemoryService:
         access_flush_interval: ... or once the oldest has waited this long.
         index_retry_after: queued vector work older than this is retried by the owner's next write
             (younger work may still be in flight in another process).
+        embedder_name: the embedder's identity (:func:`cluster.embedding.factory.embedder_identity`):
+            query expansion's word vectors are then kept in SQL under it, embedded once for every
+            process; without it each process embeds the words it needs itself.
     """
 
     def __init__(
@@ -139,6 +143,7 @@ class MemoryService:
         access_flush_entries: int = 1000,
         access_flush_interval: timedelta = timedelta(seconds=10),
         index_retry_after: timedelta = timedelta(seconds=60),
+        embedder_name: str | None = None,
     ) -> None:
         if embedder.dimension != index.dimension:
             raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, the index holds {index.dimension}-d")
@@ -152,7 +157,10 @@ class MemoryService:
         self.limits = limits or MemoryLimits()
         self.cache = QueryCache(cache_bytes, cache_ttl)
         self.vocabularies = VocabularyCache()
-        self.terms = TermSpaces(WordVectors(embedder.embed), embedder.dimension)
+        # Word vectors are shared through SQL under the embedder's name; without one, per process.
+        self.words = SharedWordVectors(database, embedder_name) if embedder_name else None
+        save = self.words.save if self.words else None
+        self.terms = TermSpaces(WordVectors(embedder.embed, save=save), embedder.dimension)
         self.facts = FactsCache()
         self.accesses = AccessLog(access_flush_entries, access_flush_interval)
         self._flushing = threading.Lock()
@@ -570,7 +578,11 @@ class MemoryService:
     ) -> tuple[tuple[str, float], ...]:
         """The owner's words that stand in for the query's (see :mod:`cluster.memory.expansion`)."""
         policy = self.ranking
-        space = self.terms.space(owner, lambda after: self.store.texts_after(session, owner, after), generation)
+        words = self.words
+        read = (lambda found: words.read(session, found)) if words else None
+        space = self.terms.space(
+            owner, lambda after: self.store.texts_after(session, owner, after), generation, read=read
+        )
         return expand(
             query,
             space,
@@ -579,6 +591,7 @@ class MemoryService:
             min_similarity=policy.expansion_similarity,
             names=vocabulary.words,
             present=lambda candidates: self.store.held_words(session, owner, candidates),
+            read=read,
         )
 
     def _facts(self, session: Session, owner: str, seqs: list[int]) -> dict[int, CandidateFacts]:

@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, String, Text, Uuid
+from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, LargeBinary, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cluster.memory.policy import LogStatus, MemoryState, ScopeKind
@@ -141,3 +141,18 @@ class MemoryOwnerRow(Base):
 
     owner: Mapped[str] = mapped_column(String(200), primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger)
+
+
+class WordVectorRow(Base):
+    """One word's unit vector as an embedder made it (float32, little-endian), for query expansion.
+
+    A word's vector depends on the word and the embedder alone, so every owner and process shares
+    it: a process building an owner's term space reads the words another process embedded already.
+    ``embedder`` is a digest of the embedder's identity; another embedder's rows are never read.
+    """
+
+    __tablename__ = "word_vectors"
+
+    embedder: Mapped[str] = mapped_column(String(32), primary_key=True)
+    word: Mapped[str] = mapped_column(String(64), primary_key=True)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)

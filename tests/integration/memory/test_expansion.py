@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from cluster.core.ports import Embedder
@@ -87,3 +89,42 @@ def test_a_forgotten_memorys_words_are_no_longer_expansions_in_any_process(
     assert "puppy" not in after.expansions
     assert after.expansions == fresh.expansions
     assert [h.memory.key for h in after.hits] == [h.memory.key for h in fresh.hits]
+
+
+class Counting:
+    """The real embedder, recording what it is asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_word_vectors_are_embedded_once_for_every_process(
+    services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    first = MemoryService(database, embedder, index, cache_bytes=0, embedder_name="minilm test")
+    expected = first.query("fleet", QUESTION, top_k=5, now=T0)
+    assert first.words is not None
+    first.words.wait()
+    # A fresh process reads the owner's words and the question's from SQL: it embeds only the question.
+    counting = Counting(embedder)
+    second = MemoryService(database, counting, index, cache_bytes=0, embedder_name="minilm test")
+    got = second.query("fleet", QUESTION, top_k=5, now=T0)
+    assert counting.texts == [QUESTION]
+    assert got.expansions == expected.expansions
+    assert "puppy" in got.expansions
+    assert [(h.memory.key, h.score) for h in got.hits] == [(h.memory.key, h.score) for h in expected.hits]
+    # Another embedder's vectors are not comparable: its process embeds every word itself.
+    other = Counting(embedder)
+    MemoryService(database, other, index, cache_bytes=0, embedder_name="another model").query(
+        "fleet", QUESTION, top_k=5, now=T0
+    )
+    assert "puppy" in other.texts

@@ -122,3 +122,30 @@ def test_spaces_are_bounded_by_their_words_in_all() -> None:
     big = spaces.space("c", texts("c", "camping hiking pottery invoice"), generation=1)
     assert len(big) == 4
     assert spaces.space("c", texts("c", "x"), generation=1) is big
+
+
+def test_stored_words_are_read_before_any_is_embedded_and_only_embedded_ones_are_saved() -> None:
+    table = Table()
+    saved: list[dict[str, np.ndarray]] = []
+    vectors = WordVectors(table, save=saved.append)
+    stored = {"camping": np.asarray(TABLE["camping"], dtype=np.float32)}
+    reads: list[list[str]] = []
+
+    def read(words: list[str]) -> dict[str, np.ndarray]:
+        reads.append(words)
+        return {w: stored[w] for w in words if w in stored}
+
+    got = vectors.get(["camping", "hiking"], read)
+    assert reads == [["camping", "hiking"]]
+    assert table.calls == [["hiking"]]  # the stored word is not embedded
+    assert [sorted(s) for s in saved] == [["hiking"]]  # nor saved again
+    assert np.allclose(got["camping"], TABLE["camping"])
+    assert np.isclose(np.linalg.norm(got["hiking"]), 1.0)
+    # Both are kept in the process now: nothing is read or embedded again.
+    vectors.get(["hiking", "camping"], read)
+    assert len(reads) == 1
+    assert len(table.calls) == 1
+
+
+def test_words_longer_than_a_stored_word_are_no_words() -> None:
+    assert content_words("a " + "x" * 65 + " lake " + "y" * 64) == ["lake", "y" * 64]

@@ -1,0 +1,72 @@
+"""Word vectors kept in SQL, so a word is embedded once for the whole deployment.
+
+Query expansion needs a vector for every word of an owner's memories. Embedding them is the costly
+part (~1-3 ms a word: a fresh process's first query of an owner with 100k memories embedded 3.5k
+words in ~10 s); reading them is not. Every process reads the words others embedded before it
+embeds one itself, and hands what it embedded to a writer thread, off the query's path. A lost or
+failed write costs only a later embedding: the same word and embedder give the same vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from cluster.memory.tables import WordVectorRow
+from cluster.storage.db import Database
+
+logger = logging.getLogger(__name__)
+
+#: Words a statement reads or writes at most (SQLite allows 32,766 bound parameters).
+CHUNK = 500
+#: Stored vectors' layout: float32, little-endian.
+LAYOUT = np.dtype("<f4")
+
+
+class SharedWordVectors:
+    """The ``word_vectors`` rows of one embedder (``embedder``: its identity, e.g.
+    :func:`cluster.embedding.factory.embedder_identity`; stored as a digest)."""
+
+    def __init__(self, database: Database, embedder: str) -> None:
+        self.db = database
+        self.key = hashlib.sha256(embedder.encode()).hexdigest()[:32]
+        insert = postgresql.insert if database.dialect == "postgresql" else sqlite.insert
+        self._insert = insert(WordVectorRow).on_conflict_do_nothing()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="word-vectors")
+
+    def read(self, session: Session, words: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors among ``words``, in the caller's unit of work."""
+        found: dict[str, np.ndarray] = {}
+        for i in range(0, len(words), CHUNK):
+            stmt = select(WordVectorRow.word, WordVectorRow.vector).where(
+                WordVectorRow.embedder == self.key, WordVectorRow.word.in_(words[i : i + CHUNK])
+            )
+            found.update((w, np.frombuffer(v, dtype=LAYOUT)) for w, v in session.execute(stmt))
+        return found
+
+    def save(self, vectors: Mapping[str, np.ndarray]) -> Future[None]:
+        """Store ``vectors`` (a word already stored keeps its row) on the writer thread; returns at once."""
+        rows: list[dict[str, object]] = [
+            {"embedder": self.key, "word": w, "vector": v.astype(LAYOUT).tobytes()} for w, v in vectors.items()
+        ]
+        return self._writer.submit(self._write, rows)
+
+    def _write(self, rows: list[dict[str, object]]) -> None:
+        try:
+            with self.db.transaction() as session:
+                for i in range(0, len(rows), CHUNK):
+                    session.execute(self._insert, rows[i : i + CHUNK])
+        except SQLAlchemyError as exc:
+            logger.warning("could not store %d word vectors (they will be embedded again): %s", len(rows), exc)
+
+    def wait(self) -> None:
+        """Until every save handed over so far is written (tests, and a process shutting down)."""
+        self._writer.submit(lambda: None).result()
