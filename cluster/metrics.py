@@ -151,6 +151,30 @@ class _JobGauges:
         yield from (success, duration, rows)
 
 
+class _VectorGauges:
+    """A collector that reads, at each scrape, which vector collections another embedder built."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], dict[str, bool]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.read is None:
+            return
+        try:
+            stale = self.read()
+        except Exception:
+            logger.exception("cannot read the vector builds for /metrics")
+            return
+        family = GaugeMetricFamily(
+            "hindsight_vectors_stale",
+            "1 when the collection's vectors were built by another embedder than the service's (reindex)",
+            labels=["collection"],
+        )
+        for collection, flag in sorted(stale.items()):
+            family.add_metric([collection], 1.0 if flag else 0.0)
+        yield family
+
+
 class _SharedFiles:
     """Every process's metric files, described as this process describes its metrics.
 
@@ -236,11 +260,13 @@ class Metrics:
         )
         self._queue = _QueueGauges()
         self._jobs = _JobGauges()
+        self._vectors = _VectorGauges()
         self._syncs: list[Callable[[], None]] = []
         self.shared = shared if shared is not None else shared_dir()
         if self.shared is None:
             r.register(self._queue)
             r.register(self._jobs)
+            r.register(self._vectors)
             self._scrape = r
         else:
             # The files hold every process's counters (this one's included); the registry above
@@ -249,6 +275,7 @@ class Metrics:
             self._scrape.register(_SharedFiles(self.shared, r))
             self._scrape.register(self._queue)
             self._scrape.register(self._jobs)
+            self._scrape.register(self._vectors)
 
     # ------------------------------------------------------------------------------- the MCP tools
 
@@ -321,6 +348,10 @@ class Metrics:
     def watch_jobs(self, read: Callable[[], list[JobSample]]) -> None:
         """Read the jobs' last runs with ``read`` at every scrape."""
         self._jobs.read = read
+
+    def watch_vectors(self, read: Callable[[], dict[str, bool]]) -> None:
+        """Read with ``read`` at every scrape which collections are stale (collection -> stale)."""
+        self._vectors.read = read
 
     # ---------------------------------------------------------------------------------- the scrape
 

@@ -24,11 +24,14 @@ from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
-from cluster.storage.vector_builds import check_vector_builds, record_vector_build
+from cluster.storage.vector_builds import check_vector_builds, record_vector_build, vector_builds
 from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
 
 logger = logging.getLogger(__name__)
+
+#: The Milvus collections whose builder is recorded in SQL (``vector_builds``).
+VECTOR_COLLECTIONS = (COLLECTION, EXPERIENCE_COLLECTION)
 
 
 @dataclass
@@ -40,8 +43,6 @@ class Services:
     memory: MemoryService
     milvus: Any
     metrics: Metrics = field(default_factory=Metrics)
-    stale_vectors: dict[str, str] = field(default_factory=dict)
-    """Collections whose vectors another embedder built (collection -> that embedder), as found at start."""
     _cache_folds: tuple[CounterFold, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
@@ -54,6 +55,7 @@ class Services:
         )
         self.metrics.watch_queue(self.queue_state)
         self.metrics.watch_jobs(self.job_samples)
+        self.metrics.watch_vectors(self.vector_state)
         self.metrics.on_sync(self.refresh_cache_metrics)
 
     def health(self) -> dict[str, bool]:
@@ -76,6 +78,19 @@ class Services:
         lag = (datetime.now(UTC) - oldest).total_seconds() if oldest else 0.0
         return QueueState(depth=depth, lag_seconds=max(lag, 0.0))
 
+    def stale_vectors(self) -> dict[str, str]:
+        """Collections whose vectors another embedder built (collection -> that embedder).
+
+        Read from SQL, so a rebuild by any process (``hindsight reindex``) clears it for every one.
+        """
+        mine = embedder_identity(self.settings.embedding)
+        return {c: e for c, e in vector_builds(self.db).items() if c in VECTOR_COLLECTIONS and e != mine}
+
+    def vector_state(self) -> dict[str, bool]:
+        """For ``/metrics``: each collection and whether another embedder built it."""
+        stale = self.stale_vectors()
+        return {c: c in stale for c in VECTOR_COLLECTIONS}
+
     def job_samples(self) -> list[JobSample]:
         """The scheduled jobs' last runs for ``/metrics``, from SQL like the queue."""
         return job_samples(self.db)
@@ -87,8 +102,7 @@ class Services:
 
     def record_rebuild(self, *, memories: bool = False, templates: bool = False) -> None:
         """After a full rebuild (every owner): those vectors are this process's embedder's."""
-        for collection in record_rebuild(self.settings, self.db, memories=memories, templates=templates):
-            self.stale_vectors.pop(collection, None)
+        record_rebuild(self.settings, self.db, memories=memories, templates=templates)
 
     def close(self) -> None:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
@@ -160,12 +174,10 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
         milvus=milvus,
     )
     try:
-        stale = check_vector_builds(db, (COLLECTION, EXPERIENCE_COLLECTION), embedder_identity(settings.embedding))
+        check_vector_builds(db, VECTOR_COLLECTIONS, embedder_identity(settings.embedding))
     except SQLAlchemyError as exc:
         # A check that cannot run (a schema not migrated yet) must not keep a process from serving.
         logger.warning("could not check which embedder built the vectors: %s", exc)
-    else:
-        services.stale_vectors.update(stale)
     return services
 
 

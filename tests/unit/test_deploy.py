@@ -49,6 +49,7 @@ def exported_metric_names() -> set[str]:
     """Every sample name the service's /metrics can carry, from rendering its real registry."""
     metrics = Metrics()
     metrics.watch_queue(lambda: QueueState(depth=0, lag_seconds=0.0))
+    metrics.watch_vectors(lambda: {"memory_vectors": False})
     names: set[str] = set()
     for family in text_string_to_metric_families(metrics.render().decode()):
         suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created")}

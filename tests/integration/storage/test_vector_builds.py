@@ -48,10 +48,15 @@ def test_services_started_with_another_embedder_report_stale_vectors_until_rebui
     def start(quantized: bool) -> dict[str, str]:
         services = build_services(Settings(data_dir=tmp_path, embedding=EmbeddingSettings(quantized=quantized)))
         try:
-            found = dict(services.stale_vectors)
+            found = services.stale_vectors()
+            scrape = services.metrics.render().decode()
+            for collection in ("memory_vectors", "experience_library"):
+                flag = 1.0 if collection in found else 0.0
+                assert f'hindsight_vectors_stale{{collection="{collection}"}} {flag}' in scrape
             if not quantized and found:
                 services.record_rebuild(memories=True)  # as `hindsight reindex --what memories` does
-                assert set(services.stale_vectors) == {"experience_library"}
+                assert set(services.stale_vectors()) == {"experience_library"}
+                assert 'hindsight_vectors_stale{collection="memory_vectors"} 0.0' in services.metrics.render().decode()
             return found
         finally:
             services.close()
