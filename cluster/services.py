@@ -106,6 +106,8 @@ class Services:
 
     def close(self) -> None:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
+        if self.memory.words is not None:
+            self.memory.words.wait()  # word vectors embedded for expansion, still to be written
         self.milvus.close()
         self.db.dispose()
 

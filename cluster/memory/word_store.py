@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
+import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from sqlalchemy import select
@@ -40,7 +41,9 @@ class SharedWordVectors:
         self.key = hashlib.sha256(embedder.encode()).hexdigest()[:32]
         insert = postgresql.insert if database.dialect == "postgresql" else sqlite.insert
         self._insert = insert(WordVectorRow).on_conflict_do_nothing()
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="word-vectors")
+        self._pending: queue.Queue[list[dict[str, object]]] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._start = threading.Lock()
 
     def read(self, session: Session, words: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors among ``words``, in the caller's unit of work."""
@@ -52,12 +55,38 @@ class SharedWordVectors:
             found.update((w, np.frombuffer(v, dtype=LAYOUT)) for w, v in session.execute(stmt))
         return found
 
-    def save(self, vectors: Mapping[str, np.ndarray]) -> Future[None]:
-        """Store ``vectors`` (a word already stored keeps its row) on the writer thread; returns at once."""
+    def save(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Store ``vectors`` (a word already stored keeps its row) on the writer thread; returns at once.
+
+        The writer takes whatever is waiting into one transaction: on SQLite, queries that each embed
+        a new word must not each queue for the write lock.
+        """
         rows: list[dict[str, object]] = [
             {"embedder": self.key, "word": w, "vector": v.astype(LAYOUT).tobytes()} for w, v in vectors.items()
         ]
-        return self._writer.submit(self._write, rows)
+        if not rows:
+            return
+        with self._start:
+            if self._writer is None:
+                # A daemon: words not written when the process ends are embedded again by another.
+                self._writer = threading.Thread(target=self._write_forever, name="word-vectors", daemon=True)
+                self._writer.start()
+        self._pending.put(rows)
+
+    def _write_forever(self) -> None:
+        while True:
+            batches = [self._pending.get()]
+            while not self._pending.empty():
+                batches.append(self._pending.get_nowait())
+            rows: dict[object, dict[str, object]] = {}
+            for batch in batches:
+                for row in batch:
+                    rows.setdefault(row["word"], row)  # the first, as the table keeps the first
+            try:
+                self._write(list(rows.values()))
+            finally:
+                for _ in batches:
+                    self._pending.task_done()
 
     def _write(self, rows: list[dict[str, object]]) -> None:
         try:
@@ -69,4 +98,4 @@ class SharedWordVectors:
 
     def wait(self) -> None:
         """Until every save handed over so far is written (tests, and a process shutting down)."""
-        self._writer.submit(lambda: None).result()
+        self._pending.join()
