@@ -158,6 +158,11 @@ class MilvusMemoryIndex:
         """Every vector id this owner has (for rebuilds, consistency checks and tests)."""
         return {int(key) for key in self.rows.ids(owner)}
 
+    def holds_other_dimension(self) -> bool:
+        """Whether the collection was made for vectors of another length (another embedder's)."""
+        stored = self.rows.stored_dimension()
+        return stored is not None and stored != self.dimension
+
     def reset(self) -> None:
         """Drop and recreate the collection (before a full rebuild from SQL)."""
         self.rows.reset()

@@ -550,6 +550,10 @@ class SqlMemoryStore:
             )
         )
 
+    def seqs(self, session: Session, owner: str) -> set[int]:
+        """Every version the owner has in SQL, archived and superseded ones included."""
+        return set(session.scalars(select(MemoryRow.seq).where(MemoryRow.owner == owner)))
+
     def all_rows(self, session: Session, owner: str, after_seq: int, limit: int) -> list[StoredMemory]:
         rows = session.scalars(
             select(MemoryRow)
@@ -700,9 +704,10 @@ class SqlMemoryStore:
             )
         return out
 
-    def clear_queue(self, session: Session, owner: str) -> None:
-        """Forget all queued work of the owner (after a full rebuild from SQL)."""
-        session.execute(delete(MemoryIndexQueueRow).where(MemoryIndexQueueRow.owner == owner))
+    def clear_queue(self, session: Session, owner: str, before: datetime) -> None:
+        """Forget the owner's work queued before ``before`` (a rebuild from SQL read afterwards did it)."""
+        queue = MemoryIndexQueueRow
+        session.execute(delete(queue).where(queue.owner == owner, queue.queued_at < before))
 
     def bump_generation(self, session: Session, owner: str) -> None:
         """Mark a change of the owner's memories, in the transaction that makes it.

@@ -850,14 +850,20 @@ class MemoryService:
         return MaintenanceReport(scanned=removed, changed=removed)
 
     def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
-        """Rebuild Milvus from SQL (all owners, or one); returns the vectors written."""
-        stale: set[int] = set()
-        if owner is None:
+        """Rebuild Milvus from SQL (all owners, or one); returns the vectors written.
+
+        Online: each owner's vectors are upserted from SQL, then the ones SQL no longer has are
+        deleted, so queries keep their dense stage throughout (they check every candidate in SQL).
+        Only a collection made for another vector length is dropped first: it cannot take these.
+        """
+        if owner is not None:
+            check_owner(owner)
+        elif self.index.holds_other_dimension():
+            logger.warning("the memory collection holds vectors of another length: dropped, rebuilt from SQL")
             self.index.reset()
-        else:
-            stale = self.index.seqs(check_owner(owner))
         written = 0
         for who in self._owners(owner):
+            started = utcnow()
             after = -1
             while True:
                 with self.db.read() as session:
@@ -873,11 +879,16 @@ class MemoryService:
                 )
                 written += len(page)
                 after = page[-1].seq
-                stale.difference_update(m.seq for m in page)
-            self.index.delete(who, sorted(stale))
+            # Milvus first, SQL second: a vector found is then either a row SQL still has (writers
+            # commit before they index) or one forgotten meanwhile, perhaps rewritten by this pass.
+            indexed = self.index.seqs(who)
+            with self.db.read() as session:
+                kept = self.store.seqs(session, who)
+            self.index.delete(who, sorted(indexed - kept))
             with self.db.transaction() as session:
-                # Everything queued is done now (deletes included: their rows were not rewritten).
-                self.store.clear_queue(session, who)
+                # Work queued well before this pass read the rows is done. Younger work may still be
+                # in flight in its writer: it stays queued, retried like any other (idempotent).
+                self.store.clear_queue(session, who, before=started - self.upkeep.retry_after)
                 self.store.bump_generation(session, who)
         logger.info("reindexed %s memory vectors", written)
         return written

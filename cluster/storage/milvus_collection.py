@@ -166,6 +166,16 @@ class MilvusCollection:
         self._call("load_collection", self.client.load_collection, self.name)
         self._ready = True
 
+    def stored_dimension(self) -> int | None:
+        """The vector length the collection was created with (``None`` if it does not exist yet)."""
+        if not self._call("has_collection", self.client.has_collection, self.name):
+            return None
+        described = self._call("describe_collection", self.client.describe_collection, self.name)
+        for f in described.get("fields", []):
+            if f.get("name") == self.spec.VECTOR:
+                return int(f.get("params", {}).get("dim", 0))
+        return None
+
     def drop(self) -> None:
         """Remove the whole collection, every owner's rows (only for a full rebuild)."""
         self._ready = False

@@ -27,6 +27,7 @@ from cluster.serve_config import AttributionConfig, HttpConfig, IngressConfig, S
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.tables import TrajectoryRow
+from tests.cli_process import cli
 from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons, send
 from tests.e2e.test_metrics import sample
 from tests.unit.engine.builders import bulk_vs_single_runs
@@ -95,6 +96,21 @@ async def test_agents_learn_over_http_and_owners_stay_apart(running: RunningServ
         await check_served_and_feedback(alice)
     async with http_client(running.mcp_url, "token-bob") as bob:
         assert (await query(bob, min_confidence=0.0))["templates"] == []
+
+
+async def test_memory_vectors_are_rebuilt_while_the_service_serves_the_embedded_files(
+    running: RunningService, settings: Settings
+) -> None:
+    async with http_client(running.mcp_url, "token-alice") as alice:
+        for key, value in (("tea", "Alice drinks green tea every morning"), ("car", "The car needs new tyres")):
+            await call(alice, "memory_write", {"key": key, "value": value})
+        # The command's own process reaches the Milvus Lite file through the server the service runs.
+        done = await anyio.to_thread.run_sync(lambda: cli("reindex", "--what", "memories", data_dir=settings.data_dir))
+        assert done.returncode == 0, done.stderr
+        assert "2 memory vectors written" in done.stdout
+        hits = (await call(alice, "memory_query", {"query": "a hot drink", "top_k": 1}))["hits"]
+        assert hits[0]["memory"]["key"] == "tea"
+        assert hits[0]["why"]["dense_rank"] == 1
 
 
 async def test_pending_analysis_survives_a_restart_and_runs_once(

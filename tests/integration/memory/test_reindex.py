@@ -1,0 +1,81 @@
+"""Rebuilding memory vectors from SQL while the service answers (SQLite and Postgres, Milvus Lite)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from cluster.core.ports import Embedder
+from cluster.memory.index import MilvusMemoryIndex, VectorRow
+from cluster.memory.models import MemoryWrite
+from cluster.memory.service import MemoryService
+from cluster.storage.db import Database
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+FACTS = [f"Project {i} ships from warehouse {i % 7} on weekday {i % 5}" for i in range(240)]
+
+
+def sql_seqs(service: MemoryService, owner: str) -> set[int]:
+    with service.db.read() as session:
+        return service.store.seqs(session, owner)
+
+
+def test_a_rebuild_keeps_queries_answering_and_repairs_lost_and_left_over_vectors(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    serving = MemoryService(database, embedder, index, cache_bytes=0)
+    writes = [MemoryWrite(key="tea", value="Alice drinks green tea every morning")]
+    writes += [MemoryWrite(key=f"fact{i}", value=text) for i, text in enumerate(FACTS)]
+    serving.apply_writes("alice", writes, now=T0)
+    serving.write("bob", "tea", "Bob drinks black tea", now=T0)
+    kept = sql_seqs(serving, "alice")
+    # Damage the index: some vectors lost, one left behind by a memory SQL no longer has.
+    lost = sorted(kept)[1:41]  # not the first, the one the queries below look for
+    index.delete("alice", lost)
+    ghost = max(kept) + 10_000
+    index.upsert([VectorRow(seq=ghost, owner="alice", scope_key="user", entity=None, vector=[1.0] + [0.0] * 383)])
+
+    ranks: list[Any] = []
+    done = threading.Event()
+
+    def ask() -> None:
+        while not done.is_set():
+            hit = serving.query("alice", "which hot beverage in the morning", now=T0).hits[0]
+            ranks.append((hit.memory.key, hit.why.dense_rank))
+
+    # The rebuild runs in "another process" (its own service) while this one keeps answering.
+    asking = threading.Thread(target=ask)
+    asking.start()
+    try:
+        written = MemoryService(database, embedder, index).reindex(batch_size=32)
+    finally:
+        done.set()
+        asking.join()
+    assert written == len(kept) + 1  # alice's and bob's
+    assert index.seqs("alice") == kept
+    assert len(index.seqs("bob")) == 1
+    # Every answer during the rebuild found the memory by meaning: the collection was never emptied.
+    assert ranks
+    assert set(ranks) == {("tea", 1)}
+
+
+def test_a_collection_made_for_another_vector_length_is_rebuilt_from_scratch(
+    database: Database, embedder: Embedder, milvus_client: Any
+) -> None:
+    name = "m_other_length"
+    MilvusMemoryIndex(milvus_client, dimension=8, collection=name).ensure()
+    index = MilvusMemoryIndex(milvus_client, dimension=embedder.dimension, collection=name)
+    try:
+        assert index.holds_other_dimension()
+        service = MemoryService(database, embedder, index)
+        service.apply_writes("alice", [MemoryWrite(key="tea", value="Alice drinks green tea")], now=T0)
+        assert service.reindex() == 1
+        assert not index.holds_other_dimension()
+        assert index.seqs("alice") == sql_seqs(service, "alice")
+        assert service.query("alice", "hot beverage", now=T0).hits[0].why.dense_rank == 1
+    finally:
+        milvus_client.drop_collection(name)
