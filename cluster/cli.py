@@ -9,12 +9,12 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cluster.serve_config import Vectors
 from cluster.settings import load_settings
 
 if TYPE_CHECKING:
@@ -238,14 +238,6 @@ def evaluate(
     if json_path is not None:
         write_json(reports, json_path)
         typer.echo(f"wrote {json_path}")
-
-
-class Vectors(StrEnum):
-    """Which vectors ``hindsight reindex`` rebuilds."""
-
-    TEMPLATES = "templates"
-    MEMORIES = "memories"
-    ALL = "all"
 
 
 @app.command()
@@ -548,7 +540,7 @@ def jobs_run(
         raise typer.Exit(1)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.sql_url())
-    if job.kind != "maintenance":
+    if job.uses_ray:
         from cluster.runner import ensure_ray
 
         ensure_ray(settings)  # a Ray Data pipeline: local Ray unless HINDSIGHT_RAY_ADDRESS names one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -90,10 +91,22 @@ class MaintenanceParameters(_Section):
     """The memory upkeep pass takes no parameters: its policies come from the memory settings."""
 
 
+class Vectors(StrEnum):
+    """Which vectors a reindex rebuilds."""
+
+    TEMPLATES = "templates"
+    MEMORIES = "memories"
+    ALL = "all"
+
+
 class ReindexParameters(_Section):
-    owner: str | None = Field(default=None, min_length=1, description="Only this owner's templates; default all.")
+    what: Vectors = Field(
+        default=Vectors.TEMPLATES,
+        description="Experience templates (a Ray Data job), long-term memories (in the scheduler's process), or all.",
+    )
+    owner: str | None = Field(default=None, min_length=1, description="Only this owner's vectors; default all.")
     actors: int = Field(default=1, ge=1, description="Embedding actors of the Ray Data pool.")
-    batch_size: int = Field(default=256, ge=1, description="Templates embedded per actor call.")
+    batch_size: int = Field(default=256, ge=1, description="Texts embedded per call.")
 
 
 class ConsolidateParameters(_Section):
@@ -127,15 +140,28 @@ class MaintenanceJob(_Job):
     kind: Literal["maintenance"]
     parameters: MaintenanceParameters = Field(default_factory=MaintenanceParameters)
 
+    @property
+    def uses_ray(self) -> bool:
+        return False
+
 
 class ReindexJob(_Job):
     kind: Literal["reindex"]
     parameters: ReindexParameters = Field(default_factory=ReindexParameters)
 
+    @property
+    def uses_ray(self) -> bool:
+        """The templates are a Ray Data job; the memories are rebuilt in the caller's process."""
+        return self.parameters.what is not Vectors.MEMORIES
+
 
 class ConsolidateJob(_Job):
     kind: Literal["consolidate"]
     parameters: ConsolidateParameters = Field(default_factory=ConsolidateParameters)
+
+    @property
+    def uses_ray(self) -> bool:
+        return True
 
 
 JobConfig = Annotated[MaintenanceJob | ReindexJob | ConsolidateJob, Field(discriminator="kind")]

@@ -11,10 +11,11 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 from cluster.jobs.runs import JobContext, JobOutcome, JobRuns, RunReport
 from cluster.memory.maintenance import run_maintenance
-from cluster.serve_config import ConsolidateJob, MaintenanceJob, ReindexJob
+from cluster.serve_config import ConsolidateJob, MaintenanceJob, ReindexJob, Vectors
 from cluster.services import Services, build_services, record_rebuild
 from cluster.settings import Settings
 from pipelines.consolidate import consolidate
@@ -65,12 +66,22 @@ def run_kind(settings: Settings, name: str, job: Job, context: JobContext, servi
     if isinstance(job, ReindexJob):
         # Idempotent upserts: a run taking over a dead one simply rebuilds again, no watermark needed.
         p = job.parameters
-        context.progress("re-embedding every template into Milvus")
-        done = reindex(settings, owner=p.owner, actors=p.actors, batch_size=p.batch_size)
-        if p.owner is None:
-            record_rebuild(settings, templates=True)
-        stale = sum(done.stale_removed.values())
-        return JobOutcome({"rows": done.total, "written": done.written, "stale_removed": stale})
+        result: dict[str, Any] = {"rows": 0}
+        if p.what is not Vectors.MEMORIES:
+            context.progress("re-embedding every template into Milvus")
+            done = reindex(settings, owner=p.owner, actors=p.actors, batch_size=p.batch_size)
+            if p.owner is None:
+                record_rebuild(settings, templates=True)
+            stale = sum(done.stale_removed.values())
+            result.update(rows=done.total, written=done.written, stale_removed=stale)
+        if p.what is not Vectors.TEMPLATES:
+            context.progress("re-embedding every memory into Milvus")
+            with _services(settings, services) as own:
+                memories = own.memory.reindex(p.owner, batch_size=p.batch_size)
+                if p.owner is None:
+                    own.record_rebuild(memories=True)
+            result.update(rows=result["rows"] + memories, memories=memories)
+        return JobOutcome(result)
     return consolidate(
         settings,
         job.parameters,

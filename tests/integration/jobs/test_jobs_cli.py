@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from cluster.jobs.repository import SqlJobStore
+from cluster.services import build_services
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
+from cluster.storage.milvus import MilvusLiteServer
 from tests.cli_process import cli, cli_json
 
 pytestmark = pytest.mark.milvus
@@ -99,3 +101,38 @@ def test_a_bad_jobs_section_is_one_line_per_error(tmp_path: Path, monkeypatch: p
         "tags: 'maintenance', 'reindex', 'consolidate'"
     )
     assert lines[1].endswith("jobs.vectors.reindex.interval_s: Input should be greater than 0")
+
+
+def test_a_reindex_job_of_the_memories_rebuilds_them_without_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setenv("HINDSIGHT_DATA_DIR", str(data))
+    # The Lite file served, as a running service serves it: the command's process connects to it.
+    served = MilvusLiteServer(data / "milvus.db")
+    settings = Settings(data_dir=data, milvus_uri=served.start())
+    services = build_services(settings)
+    try:
+        for key, value in (("tea", "Alice drinks green tea"), ("car", "The car needs new tyres")):
+            services.memory.write("alice", key, value)
+        index = services.memory.index
+        index.delete("alice", sorted(index.seqs("alice"))[:1])  # a vector lost
+        assert len(index.seqs("alice")) == 1
+    finally:
+        services.close()
+    config = tmp_path / "serve.yaml"
+    config.write_text("jobs:\n  memories: {kind: reindex, interval_s: 86400, parameters: {what: memories}}\n")
+
+    try:
+        result = jobs(config, "run", "memories")
+        assert result.returncode == 0, result.stderr
+        assert "Started a local Ray instance" not in result.stderr  # no Ray for the memories
+        assert listed(config)["memories"]["result"] == {"rows": 2, "memories": 2}
+        services = build_services(settings)
+        try:
+            assert len(services.memory.index.seqs("alice")) == 2
+        finally:
+            services.close()
+    finally:
+        served.stop()
