@@ -41,6 +41,7 @@ def test_the_maintenance_section_still_schedules_its_job() -> None:
         ({"kind": "reindex", "interval_s": "hourly"}, "valid number"),
         ({"kind": "reindex"}, "interval_s\n  Field required"),
         ({"kind": "reindex", "interval_s": 60, "parameters": {"actors": 0}}, "greater than or equal to 1"),
+        ({"kind": "reindex", "interval_s": 60, "parameters": {"what": "vectors"}}, "'templates', 'memories' or 'all'"),
         ({"kind": "maintenance", "interval_s": 60, "parameters": {"owner": "x"}}, "Extra inputs are not permitted"),
         ({"interval_s": 60}, "Unable to extract tag using discriminator 'kind'"),
     ],
