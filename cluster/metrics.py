@@ -23,10 +23,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, ParamSpec, TypeVar
+from typing import Generic, Literal, ParamSpec, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 JOB_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
@@ -85,11 +86,15 @@ class QueueState:
     lag_seconds: float
 
 
-class _QueueGauges:
-    """A collector that reads the queue at each scrape instead of holding gauges in files."""
+class _ReadAtScrape(Generic[T]):
+    """A collector that reads its state from SQL at each scrape instead of holding gauges in files:
+    SQL is shared, so every replica reports the same. ``read`` is set by the service; ``gauges``
+    turns what it returns into metric families."""
 
-    def __init__(self) -> None:
-        self.read: Callable[[], QueueState] | None = None
+    def __init__(self, what: str, gauges: Callable[[T], Iterable[Metric]]) -> None:
+        self.what = what
+        self.gauges = gauges
+        self.read: Callable[[], T] | None = None
 
     def collect(self) -> Iterator[Metric]:
         if self.read is None:
@@ -98,16 +103,18 @@ class _QueueGauges:
             state = self.read()
         except Exception:
             # A store that is down must not fail the whole scrape; /health reports it.
-            logger.exception("cannot read the attribution queue for /metrics")
+            logger.exception("cannot read %s for /metrics", self.what)
             return
-        yield GaugeMetricFamily(
-            "hindsight_attribution_queue_depth", "Finalized trajectories awaiting analysis", value=state.depth
-        )
-        yield GaugeMetricFamily(
-            "hindsight_attribution_lag_seconds",
-            "Age of the oldest trajectory awaiting analysis",
-            value=state.lag_seconds,
-        )
+        yield from self.gauges(state)
+
+
+def _queue_gauges(state: QueueState) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "hindsight_attribution_queue_depth", "Finalized trajectories awaiting analysis", value=state.depth
+    )
+    yield GaugeMetricFamily(
+        "hindsight_attribution_lag_seconds", "Age of the oldest trajectory awaiting analysis", value=state.lag_seconds
+    )
 
 
 @dataclass(frozen=True)
@@ -121,58 +128,32 @@ class JobSample:
     rows: int | None
 
 
-class _JobGauges:
-    """A collector that reads the jobs' last runs from SQL at each scrape: correct whichever scheduler ran them."""
-
-    def __init__(self) -> None:
-        self.read: Callable[[], list[JobSample]] | None = None
-
-    def collect(self) -> Iterator[Metric]:
-        if self.read is None:
-            return
-        try:
-            samples = self.read()
-        except Exception:
-            logger.exception("cannot read the scheduled jobs for /metrics")
-            return
-        success = GaugeMetricFamily(
-            "hindsight_job_last_success_timestamp_seconds", "Unix time the job last succeeded", labels=["job"]
-        )
-        duration = GaugeMetricFamily(
-            "hindsight_job_last_duration_seconds", "Duration of the job's last run", labels=["job"]
-        )
-        rows = GaugeMetricFamily(
-            "hindsight_job_last_rows", "Rows the job's last successful run handled", labels=["job"]
-        )
-        for sample in samples:
-            for family, value in ((success, sample.last_success), (duration, sample.duration_s), (rows, sample.rows)):
-                if value is not None:
-                    family.add_metric([sample.name], value)
-        yield from (success, duration, rows)
+def _job_gauges(samples: list[JobSample]) -> Iterator[Metric]:
+    """The jobs' last runs: correct whichever scheduler ran them."""
+    success = GaugeMetricFamily(
+        "hindsight_job_last_success_timestamp_seconds", "Unix time the job last succeeded", labels=["job"]
+    )
+    duration = GaugeMetricFamily(
+        "hindsight_job_last_duration_seconds", "Duration of the job's last run", labels=["job"]
+    )
+    rows = GaugeMetricFamily("hindsight_job_last_rows", "Rows the job's last successful run handled", labels=["job"])
+    for sample in samples:
+        for family, value in ((success, sample.last_success), (duration, sample.duration_s), (rows, sample.rows)):
+            if value is not None:
+                family.add_metric([sample.name], value)
+    yield from (success, duration, rows)
 
 
-class _VectorGauges:
-    """A collector that reads, at each scrape, which vector collections another embedder built."""
-
-    def __init__(self) -> None:
-        self.read: Callable[[], dict[str, bool]] | None = None
-
-    def collect(self) -> Iterator[Metric]:
-        if self.read is None:
-            return
-        try:
-            stale = self.read()
-        except Exception:
-            logger.exception("cannot read the vector builds for /metrics")
-            return
-        family = GaugeMetricFamily(
-            "hindsight_vectors_stale",
-            "1 when the collection's vectors were built by another embedder than the service's (reindex)",
-            labels=["collection"],
-        )
-        for collection, flag in sorted(stale.items()):
-            family.add_metric([collection], 1.0 if flag else 0.0)
-        yield family
+def _vector_gauges(stale: dict[str, bool]) -> Iterator[Metric]:
+    """Which vector collections another embedder built."""
+    family = GaugeMetricFamily(
+        "hindsight_vectors_stale",
+        "1 when the collection's vectors were built by another embedder than the service's (reindex)",
+        labels=["collection"],
+    )
+    for collection, flag in sorted(stale.items()):
+        family.add_metric([collection], 1.0 if flag else 0.0)
+    yield family
 
 
 class _SharedFiles:
@@ -258,9 +239,9 @@ class Metrics:
             buckets=JOB_BUCKETS,
             registry=r,
         )
-        self._queue = _QueueGauges()
-        self._jobs = _JobGauges()
-        self._vectors = _VectorGauges()
+        self._queue = _ReadAtScrape("the attribution queue", _queue_gauges)
+        self._jobs = _ReadAtScrape("the scheduled jobs", _job_gauges)
+        self._vectors = _ReadAtScrape("the vector builds", _vector_gauges)
         self._syncs: list[Callable[[], None]] = []
         self.shared = shared if shared is not None else shared_dir()
         if self.shared is None:
