@@ -80,8 +80,8 @@ def gather(service: MemoryService, conversations: list[Conversation]) -> list[Ga
 
 def recall_at_10(item: Gathered, policy: RankingPolicy) -> float:
     found = item.candidates
-    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy)
-    return score([item.keys[r.seq] for r in ranked[:10]], item.gold)[1]
+    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy, 10)
+    return score([item.keys[r.seq] for r in ranked], item.gold)[1]
 
 
 def mean(values: list[float]) -> float:

@@ -19,6 +19,7 @@ text); :func:`rank` orders them and records, per memory, what every stage did to
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -181,8 +182,10 @@ def rank(
     facts: Mapping[int, CandidateFacts],
     plan: QueryPlan,
     policy: RankingPolicy,
+    limit: int | None = None,
 ) -> list[Ranked]:
-    """All candidates, best first (ties by ``seq``). Candidates without facts skip every stage but fusion."""
+    """All candidates, or the best ``limit``, best first (ties by ``seq``). Candidates without facts
+    skip every stage but fusion."""
     matched = _expansion_matches(dense, lexical, facts, plan) if policy.expansion_weight > 0 else {}
     fused = fuse(dense, lexical, policy, _expansion_ranking(matched, plan))
     # One pass over the candidates, with what each stage needs decided once per query.
@@ -208,13 +211,18 @@ def rank(
             score *= time_factor
         staged.append((seq, score, base, named, time, fact.group if by_session else None))
     bonus = _session_bonus(staged, policy) if by_session else {}
-    ranked = [
-        Ranked(seq, score + bonus[group], base, named, time, bonus[group], matched.get(seq, ()))
-        if group is not None
-        else Ranked(seq, score, base, named, time, expanded=matched.get(seq, ()))
-        for seq, score, base, named, time, group in staged
+    final = [
+        (-(score + bonus[group] if group is not None else score), seq, i)
+        for i, (seq, score, *_, group) in enumerate(staged)
     ]
-    return sorted(ranked, key=lambda r: (-r.score, r.seq))
+    # A query returns a few: only those become records (most of a ranking's cost was making them all).
+    order = sorted(final) if limit is None else heapq.nsmallest(limit, final)
+    ranked = []
+    for _, _, i in order:
+        seq, score, base, named, time, group = staged[i]
+        extra = bonus[group] if group is not None else 0.0
+        ranked.append(Ranked(seq, score + extra, base, named, time, extra, matched.get(seq, ())))
+    return ranked
 
 
 def _expansion_matches(

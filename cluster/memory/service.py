@@ -458,14 +458,14 @@ class MemoryService:
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
             found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
-            ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking)
-            top = ranked[: request.top_k]
+            top = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking, request.top_k)
             # Full records only for what is returned: building them is the costly part.
             rows = self.store.visible(session, owner, [r.seq for r in top], vis)
         top = [r for r in top if r.seq in rows]
         hits = self._explain(owner, top, rows, found.dense, found.lexical, vis, now)
         expansions = tuple(w for w, _ in found.plan.expansions)
-        result = MemoryQueryResult(hits=tuple(hits), candidates=len(ranked), expansions=expansions)
+        candidates = len(found.dense.keys() | found.lexical.keys())
+        result = MemoryQueryResult(hits=tuple(hits), candidates=candidates, expansions=expansions)
         self.cache.put(owner, cache_key, generation, result, now)
         self.accesses.add(owner, [r.seq for r in top], now)
         if self.accesses.due(now) and self._flushing.acquire(blocking=False):

@@ -96,3 +96,15 @@ def test_facts_come_from_metadata_before_the_stored_fields() -> None:
     assert facts.day == date(2023, 5, 8)
     assert facts_of(2, None, {}, "", "s-1", written).session == "s-1"
     assert facts_of(2, None, {}, "", None, written).day == date(2026, 1, 1)
+
+
+def test_the_best_few_are_the_head_of_the_full_ranking() -> None:
+    # Ties in score (same rank in both lists, same session) included: they are broken by seq.
+    dense = [(7 * i) % 97 for i in range(60)]
+    lexical = [(11 * i + 3) % 97 for i in range(60)]
+    facts = {s: fact(s, session=str(s % 5), speaker="Gina" if s % 3 else "Jon") for s in set(dense) | set(lexical)}
+    plan = QueryPlan(entities=("Jon",))
+    full = rank(dense, lexical, facts, plan, RankingPolicy())
+    assert len(full) == len(set(dense) | set(lexical))
+    for limit in (1, 5, 10, 200):
+        assert rank(dense, lexical, facts, plan, RankingPolicy(), limit) == full[:limit]
