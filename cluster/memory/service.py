@@ -855,6 +855,7 @@ class MemoryService:
         Online: each owner's vectors are upserted from SQL, then the ones SQL no longer has are
         deleted, so queries keep their dense stage throughout (they check every candidate in SQL).
         Only a collection made for another vector length is dropped first: it cannot take these.
+        A rebuild of every owner also deletes the expansion's word vectors of other embedders.
         """
         if owner is not None:
             check_owner(owner)
@@ -890,6 +891,9 @@ class MemoryService:
                 # in flight in its writer: it stays queued, retried like any other (idempotent).
                 self.store.clear_queue(session, who, before=started - self.upkeep.retry_after)
                 self.store.bump_generation(session, who)
+        if owner is None and self.words is not None:
+            # Every vector is this embedder's now; words another one embedded are never read again.
+            self.words.drop_others()
         logger.info("reindexed %s memory vectors", written)
         return written
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -54,6 +54,12 @@ class SharedWordVectors:
             )
             found.update((w, np.frombuffer(v, dtype=LAYOUT)) for w, v in session.execute(stmt))
         return found
+
+    def drop_others(self) -> int:
+        """Delete the words other embedders stored (after this one rebuilt the vectors); returns how many."""
+        with self.db.transaction() as session:
+            gone = session.execute(delete(WordVectorRow).where(WordVectorRow.embedder != self.key))
+        return int(getattr(gone, "rowcount", 0) or 0)
 
     def save(self, vectors: Mapping[str, np.ndarray]) -> None:
         """Store ``vectors`` (a word already stored keeps its row) on the writer thread; returns at once.

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
 from cluster.memory.models import MemoryWrite
 from cluster.memory.service import MemoryService
+from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
 from tests.integration.memory.conftest import T0
 
@@ -79,3 +81,23 @@ def test_a_collection_made_for_another_vector_length_is_rebuilt_from_scratch(
         assert service.query("alice", "hot beverage", now=T0).hits[0].why.dense_rank == 1
     finally:
         milvus_client.drop_collection(name)
+
+
+def test_a_rebuild_of_every_owner_drops_other_embedders_word_vectors(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    service = MemoryService(database, embedder, index, embedder_name="minilm test")
+    service.write("alice", "pet", "I adopted a puppy from the shelter", now=T0)
+    service.query("alice", "What kind of dog?", now=T0)  # stores this embedder's words
+    former = SharedWordVectors(database, "a former model")
+    former.save({"puppy": np.ones(3, dtype=np.float32)})
+    former.wait()
+    assert service.words is not None
+    service.words.wait()
+    service.reindex(owner="alice")  # one owner: nothing else changes
+    with database.read() as session:
+        assert set(former.read(session, ["puppy"])) == {"puppy"}
+    service.reindex()
+    with database.read() as session:
+        assert former.read(session, ["puppy"]) == {}
+        assert set(service.words.read(session, ["puppy", "dog"])) == {"puppy", "dog"}

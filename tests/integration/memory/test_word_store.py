@@ -44,3 +44,15 @@ def test_reads_and_writes_of_more_words_than_one_statement_holds(database: Datab
         found = store.read(session, list(words))
     assert len(found) == len(words)
     assert all(np.array_equal(found[w], v) for w, v in words.items())
+
+
+def test_a_full_rebuild_drops_the_words_of_other_embedders(database: Database) -> None:
+    old, new = SharedWordVectors(database, "model a"), SharedWordVectors(database, "model b")
+    old.save({"puppy": vec(0.0, 0.0, 1.0), "shelter": vec(0.0, 1.0, 0.0)})
+    new.save({"puppy": vec(1.0, 0.0, 0.0)})
+    old.wait()
+    new.wait()
+    assert new.drop_others() == 2
+    with database.read() as session:
+        assert old.read(session, ["puppy", "shelter"]) == {}
+        assert set(new.read(session, ["puppy"])) == {"puppy"}
