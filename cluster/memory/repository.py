@@ -393,19 +393,21 @@ class SqlMemoryStore:
             words = self._fts5_uncommon(session, owner, words, common_term_docs)
             return self._fts5(session, owner, words, vis, limit) if words else []
         if self.dialect == "postgresql":
-            words = [w for w in words if self._pg_docs(session, owner, w, common_term_docs) <= common_term_docs]
+            counts = self._pg_docs(session, owner, words, common_term_docs)
+            words = [w for w, n in zip(words, counts, strict=True) if n <= common_term_docs]
             return self._tsvector(session, owner, words, vis, limit) if words else []
         return []
 
     def held_words(self, session: Session, owner: str, words: Sequence[str]) -> set[str]:
-        """Which of ``words`` some memory of the owner still has in its text (one statement on SQLite)."""
+        """Which of ``words`` some memory of the owner still has in its text (on Postgres: in its
+        search document, which also holds the key and context), in one statement."""
         if not words:
             return set()
         if self.dialect == "sqlite":
             matches = [self._fts5_owner(owner) + f'text : "{w}"' for w in words]
             return {w for w, n in zip(words, self._fts5_counts(session, matches, 0), strict=True) if n}
         if self.dialect == "postgresql":
-            return {w for w in words if self._pg_docs(session, owner, w, 0)}
+            return {w for w, n in zip(words, self._pg_docs(session, owner, words, 0), strict=True) if n}
         return set(words)
 
     @staticmethod
@@ -464,11 +466,16 @@ class SqlMemoryStore:
         hits = [LexicalHit(seq, -float(rank)) for seq, rank, _ in rows]
         return hits, int(rows[0][2]) if rows else 0
 
-    def _pg_docs(self, session: Session, owner: str, word: str, cap: int) -> int:
+    def _pg_docs(self, session: Session, owner: str, words: Sequence[str], cap: int) -> list[int]:
+        """How many of the owner's documents hold each word, counting stops at ``cap + 1``: one statement."""
         document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
-        query = func.plainto_tsquery(text("'english'::regconfig"), word)
-        inner = select(MemoryRow.seq).where(MemoryRow.owner == owner, document.op("@@")(query)).limit(cap + 1)
-        return int(session.execute(select(func.count()).select_from(inner.subquery())).scalar_one())
+
+        def count(word: str) -> Any:
+            query = func.plainto_tsquery(text("'english'::regconfig"), word)
+            inner = select(MemoryRow.seq).where(MemoryRow.owner == owner, document.op("@@")(query)).limit(cap + 1)
+            return select(func.count()).select_from(inner.subquery()).scalar_subquery()
+
+        return [int(n) for n in session.execute(select(*(count(w) for w in words))).one()]
 
     def _tsvector(
         self, session: Session, owner: str, words: list[str], vis: Visibility, limit: int
