@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from cluster.analysis import AnalysisService
 from cluster.core.ports import Embedder
-from cluster.embedding import build_embedder, embedder_identity
+from cluster.embedding import build_embedder, embedder_identity, uncached
 from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
@@ -254,6 +254,7 @@ def build_memory_service(
         ),
         cache_bytes=tuning.cache_bytes if cache_bytes is None else cache_bytes,
         embedder_name=embedder_identity(settings.embedding),
+        word_embedder=uncached(embedder),
         cache_ttl=cache_ttl or timedelta(seconds=tuning.cache_ttl_seconds),
         access_flush_entries=tuning.access_flush_entries,
         access_flush_interval=timedelta(seconds=tuning.access_flush_seconds),

@@ -1,6 +1,6 @@
 """Text embeddings: offline ONNX MiniLM (default) or an OpenAI-compatible endpoint."""
 
-from cluster.embedding.cache import CachedEmbedder
+from cluster.embedding.cache import CachedEmbedder, uncached
 from cluster.embedding.factory import build_embedder, embedder_identity
 from cluster.embedding.onnx_minilm import MODEL_SHA256, QUANTIZED_SHA256, OnnxMiniLMEmbedder
 from cluster.embedding.openai import OpenAIEmbedder
@@ -13,4 +13,5 @@ __all__ = [
     "OpenAIEmbedder",
     "build_embedder",
     "embedder_identity",
+    "uncached",
 ]

@@ -58,3 +58,9 @@ class CachedEmbedder:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def uncached(embedder: Embedder) -> Embedder:
+    """The embedder behind this cache, if it is one: for a caller that keeps its own cache of what it
+    embeds (its texts would only push others' out of this one, and count in its hit rate)."""
+    return embedder.inner if isinstance(embedder, CachedEmbedder) else embedder

@@ -126,6 +126,9 @@ class MemoryService:
         embedder_name: the embedder's identity (:func:`cluster.embedding.factory.embedder_identity`):
             query expansion's word vectors are then kept in SQL under it, embedded once for every
             process; without it each process embeds the words it needs itself.
+        word_embedder: embeds those words; default ``embedder``. The same model without a cache in
+            front, when ``embedder`` has one: the words are kept here, and in that cache they would
+            only push the queries' and writes' texts out.
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class MemoryService:
         access_flush_interval: timedelta = timedelta(seconds=10),
         index_retry_after: timedelta = timedelta(seconds=60),
         embedder_name: str | None = None,
+        word_embedder: Embedder | None = None,
     ) -> None:
         if embedder.dimension != index.dimension:
             raise InvalidInput(f"embedder makes {embedder.dimension}-d vectors, the index holds {index.dimension}-d")
@@ -160,7 +164,8 @@ class MemoryService:
         # Word vectors are shared through SQL under the embedder's name; without one, per process.
         self.words = SharedWordVectors(database, embedder_name) if embedder_name else None
         save = self.words.save if self.words else None
-        self.terms = TermSpaces(WordVectors(embedder.embed, save=save), embedder.dimension)
+        words_by = word_embedder or embedder
+        self.terms = TermSpaces(WordVectors(words_by.embed, save=save), embedder.dimension)
         self.facts = FactsCache()
         self.accesses = AccessLog(access_flush_entries, access_flush_interval)
         self._flushing = threading.Lock()

@@ -11,6 +11,7 @@ import pytest
 
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.core.ports import Embedder
+from cluster.embedding import CachedEmbedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery, MemoryUpdate, MemoryWrite, Turn
 from cluster.memory.policy import ActivityPolicy, MemoryScope, MemoryState, RankingPolicy, Ttl
@@ -403,6 +404,10 @@ def test_the_service_is_built_from_settings(tmp_path: Path) -> None:
     try:
         memory_id = service.write("alice", "tea", "Alice drinks green tea", now=T0)
         assert ids(service.query("alice", "green tea", now=T0)) == [memory_id]
+        # Only the write's and the query's texts went through the embedder's cache: the expansion's
+        # words are kept by the service, and would push those texts out of it.
+        assert isinstance(service.embedder, CachedEmbedder)
+        assert service.embedder.hits + service.embedder.misses == 2
     finally:
         service.index.client.close()
         service.db.dispose()
