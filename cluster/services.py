@@ -114,8 +114,8 @@ class Services:
 
 def record_rebuild(
     settings: Settings, db: Database | None = None, *, memories: bool = False, templates: bool = False
-) -> list[str]:
-    """Record that the settings' embedder built the memory and/or template vectors; returns those collections.
+) -> None:
+    """Record that the settings' embedder built the memory and/or template vectors.
 
     SQL only (``db``, else the settings' database opened for this): a rebuild that served the Milvus
     Lite file for its own run need not reopen it.
@@ -128,7 +128,6 @@ def record_rebuild(
     finally:
         if db is None:
             own.dispose()
-    return rebuilt
 
 
 def job_samples(db: Database) -> list[JobSample]:
