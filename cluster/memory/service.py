@@ -858,7 +858,8 @@ class MemoryService:
         """Rebuild Milvus from SQL (all owners, or one); returns the vectors written.
 
         Online: each owner's vectors are upserted from SQL, then the ones SQL no longer has are
-        deleted, so queries keep their dense stage throughout (they check every candidate in SQL).
+        deleted; the collection is never emptied, so queries keep their dense stage (a vector being
+        replaced can be missing for the instant of its upsert; queries check every candidate in SQL).
         Only a collection made for another vector length is dropped first: it cannot take these.
         A rebuild of every owner also deletes the expansion's word vectors of other embedders.
         """
