@@ -399,15 +399,17 @@ class SqlMemoryStore:
         return []
 
     def held_words(self, session: Session, owner: str, words: Sequence[str]) -> set[str]:
-        """Which of ``words`` some memory of the owner still has in its text (on Postgres: in its
-        search document, which also holds the key and context), in one statement."""
+        """Which of ``words`` some memory of the owner still has in its text (not its key or
+        context: a word only a neighbour's copied context holds may belong to a forgotten memory),
+        in one statement."""
         if not words:
             return set()
         if self.dialect == "sqlite":
             matches = [self._fts5_owner(owner) + f'text : "{w}"' for w in words]
             return {w for w, n in zip(words, self._fts5_counts(session, matches, 0), strict=True) if n}
         if self.dialect == "postgresql":
-            return {w for w, n in zip(words, self._pg_docs(session, owner, words, 0), strict=True) if n}
+            counts = self._pg_docs(session, owner, words, 0, text_only=True)
+            return {w for w, n in zip(words, counts, strict=True) if n}
         return set(words)
 
     @staticmethod
@@ -466,13 +468,23 @@ class SqlMemoryStore:
         hits = [LexicalHit(seq, -float(rank)) for seq, rank, _ in rows]
         return hits, int(rows[0][2]) if rows else 0
 
-    def _pg_docs(self, session: Session, owner: str, words: Sequence[str], cap: int) -> list[int]:
-        """How many of the owner's documents hold each word, counting stops at ``cap + 1``: one statement."""
+    def _pg_docs(
+        self, session: Session, owner: str, words: Sequence[str], cap: int, *, text_only: bool = False
+    ) -> list[int]:
+        """How many of the owner's documents hold each word, counting stops at ``cap + 1``: one statement.
+
+        ``text_only``: count a document only when its text holds the word (the document's
+        A-weighted part); the index still finds the documents, this only re-checks them.
+        """
         document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
+        text_part = func.ts_filter(document, literal_column("'{a}'::\"char\"[]"), type_=TSVECTOR)
 
         def count(word: str) -> Any:
             query = func.plainto_tsquery(text("'english'::regconfig"), word)
-            inner = select(MemoryRow.seq).where(MemoryRow.owner == owner, document.op("@@")(query)).limit(cap + 1)
+            where = [MemoryRow.owner == owner, document.op("@@")(query)]
+            if text_only:
+                where.append(text_part.op("@@")(query))
+            inner = select(MemoryRow.seq).where(*where).limit(cap + 1)
             return select(func.count()).select_from(inner.subquery()).scalar_subquery()
 
         return [int(n) for n in session.execute(select(*(count(w) for w in words))).one()]

@@ -128,3 +128,15 @@ def test_word_vectors_are_embedded_once_for_every_process(
         "fleet", QUESTION, top_k=5, now=T0
     )
     assert "puppy" in other.texts
+
+
+def test_held_words_are_words_of_a_memorys_text_alone(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    # A context copied from a neighbour (or a key) may name what only a forgotten memory said:
+    # such a word must not count as held, on either database.
+    service = MemoryService(database, embedder, index, cache_bytes=0)
+    service.write("fleet", "pets/kitten", "We adopted a puppy.", context="The kitten sleeps all day.", now=T0)
+    with database.read() as session:
+        held = service.store.held_words(session, "fleet", ["puppy", "kitten", "sleeps", "pets"])
+    assert held == {"puppy"}
