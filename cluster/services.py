@@ -158,7 +158,11 @@ def limits_of(settings: Settings) -> TrajectoryLimits:
 
 
 def build_services(settings: Settings, *, migrate: bool = True) -> Services:
-    """Open the stores the settings name (creating the embedded files and schema when asked)."""
+    """Open the stores the settings name (creating the embedded files and schema when asked).
+
+    For a service process (a replica, a worker, the stdio server, a CLI command): it also keeps
+    numpy's BLAS on one thread for the whole process.
+    """
     # A service process serves many calls at once, beside the embedder's and Milvus' threads: a
     # BLAS call fanned out to every core only makes its threads wait on busy cores (a 100k-memory
     # query's word search took 5 ms instead of 0.1; docs/benchmarks.md).
