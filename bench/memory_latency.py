@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-# One BLAS thread: on a 2-core box a second one only fights onnxruntime (10x slower floor).
+# One BLAS thread, as a service process runs it (cluster/services.py): on a 2-core box a second one
+# only fights onnxruntime and Milvus. Set OPENBLAS_NUM_THREADS=2 to see the difference.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
