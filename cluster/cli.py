@@ -259,10 +259,6 @@ def reindex(
 
         ensure_ray(settings)
         summary = run(settings, owner=owner, actors=actors, batch_size=batch_size)
-        if owner is None:
-            from cluster.services import record_rebuild
-
-            record_rebuild(settings, templates=True)
         rate = summary.total / summary.seconds if summary.seconds else 0.0
         typer.echo(
             f"{summary.total} template vectors written in {summary.seconds:.1f}s ({rate:.0f}/s) on {actors} actors, "
@@ -272,8 +268,6 @@ def reindex(
         started = time.perf_counter()
         with _services(settings) as services:
             written = services.memory.reindex(owner, batch_size=batch_size)
-            if owner is None:
-                services.record_rebuild(memories=True)
         typer.echo(f"{written} memory vectors written in {time.perf_counter() - started:.1f}s")
 
 

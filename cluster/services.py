@@ -25,7 +25,7 @@ from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
-from cluster.storage.vector_builds import check_vector_builds, record_vector_build, vector_builds
+from cluster.storage.vector_builds import check_vector_builds, vector_builds
 from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
 
@@ -101,34 +101,12 @@ class Services:
         for fold in self._cache_folds:
             fold()
 
-    def record_rebuild(self, *, memories: bool = False, templates: bool = False) -> None:
-        """After a full rebuild (every owner): those vectors are this process's embedder's."""
-        record_rebuild(self.settings, self.db, memories=memories, templates=templates)
-
     def close(self) -> None:
         self.memory.flush_accesses()  # what queries recorded since the last write or maintenance pass
         if self.memory.words is not None:
             self.memory.words.wait()  # word vectors embedded for expansion, still to be written
         self.milvus.close()
         self.db.dispose()
-
-
-def record_rebuild(
-    settings: Settings, db: Database | None = None, *, memories: bool = False, templates: bool = False
-) -> None:
-    """Record that the settings' embedder built the memory and/or template vectors.
-
-    SQL only (``db``, else the settings' database opened for this): a rebuild that served the Milvus
-    Lite file for its own run need not reopen it.
-    """
-    rebuilt = [c for c, done in ((COLLECTION, memories), (EXPERIENCE_COLLECTION, templates)) if done]
-    own = db or Database(settings.sql_url())
-    try:
-        for collection in rebuilt:
-            record_vector_build(own, collection, embedder_identity(settings.embedding))
-    finally:
-        if db is None:
-            own.dispose()
 
 
 def job_samples(db: Database) -> list[JobSample]:

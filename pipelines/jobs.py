@@ -16,7 +16,7 @@ from typing import Any
 from cluster.jobs.runs import JobContext, JobOutcome, JobRuns, RunReport
 from cluster.memory.maintenance import run_maintenance
 from cluster.serve_config import ConsolidateJob, MaintenanceJob, ReindexJob, Vectors
-from cluster.services import Services, build_services, record_rebuild
+from cluster.services import Services, build_services
 from cluster.settings import Settings
 from pipelines.consolidate import consolidate
 from pipelines.reindex import reindex
@@ -70,16 +70,12 @@ def run_kind(settings: Settings, name: str, job: Job, context: JobContext, servi
         if p.what is not Vectors.MEMORIES:
             context.progress("re-embedding every template into Milvus")
             done = reindex(settings, owner=p.owner, actors=p.actors, batch_size=p.batch_size)
-            if p.owner is None:
-                record_rebuild(settings, templates=True)
             stale = sum(done.stale_removed.values())
             result.update(rows=done.total, written=done.written, stale_removed=stale)
         if p.what is not Vectors.TEMPLATES:
             context.progress("re-embedding every memory into Milvus")
             with _services(settings, services) as own:
                 memories = own.memory.reindex(p.owner, batch_size=p.batch_size)
-                if p.owner is None:
-                    own.record_rebuild(memories=True)
             result.update(rows=result["rows"] + memories, memories=memories)
         return JobOutcome(result)
     return consolidate(

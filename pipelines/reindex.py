@@ -47,7 +47,8 @@ import ray
 import ray.data
 
 from cluster.core.errors import HindsightError, InvalidInput
-from cluster.embedding import build_embedder
+from cluster.embedding import build_embedder, embedder_identity
+from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.ports import IndexRow
 from cluster.experience.repository import SqlExperienceStore
@@ -55,6 +56,7 @@ from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.milvus import MilvusLiteServer, is_lite_target, lite_path, open_milvus, served_uri
+from cluster.storage.vector_builds import record_vector_build
 
 logger = logging.getLogger(__name__)
 
@@ -262,6 +264,13 @@ def reindex(
     )
     if missing or duplicates:
         raise ReindexIncomplete(summary)
+    if owner is None:
+        # Every template's vector is this embedder's now.
+        db = Database(settings.sql_url())
+        try:
+            record_vector_build(db, EXPERIENCE_COLLECTION, embedder_identity(settings.embedding))
+        finally:
+            db.dispose()
     return summary
 
 

@@ -92,6 +92,7 @@ from cluster.memory.tables import IndexOp
 from cluster.memory.upkeep import Upkeep
 from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
+from cluster.storage.vector_builds import record_vector_build
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,8 @@ class MemoryService:
             (younger work may still be in flight in another process).
         embedder_name: the embedder's identity (:func:`cluster.embedding.factory.embedder_identity`):
             query expansion's word vectors are then kept in SQL under it, embedded once for every
-            process; without it each process embeds the words it needs itself.
+            process; without it each process embeds the words it needs itself. A rebuild of every
+            owner (:meth:`reindex`) also records it as the builder of the collection's vectors.
         word_embedder: embeds those words; default ``embedder``. The same model without a cache in
             front, when ``embedder`` has one: the words are kept here, and in that cache they would
             only push the queries' and writes' texts out.
@@ -155,6 +157,7 @@ class MemoryService:
         self.embedder = embedder
         self.index = index
         self.store = SqlMemoryStore(database.dialect)
+        self.embedder_name = embedder_name
         self.activity = activity or ActivityPolicy()
         self.ranking = ranking or RankingPolicy()
         self.promotion = promotion or PromotionPolicy()
@@ -861,7 +864,8 @@ class MemoryService:
         deleted; the collection is never emptied, so queries keep their dense stage (a vector being
         replaced can be missing for the instant of its upsert; queries check every candidate in SQL).
         Only a collection made for another vector length is dropped first: it cannot take these.
-        A rebuild of every owner also deletes the expansion's word vectors of other embedders.
+        A rebuild of every owner also records this embedder as the collection's builder (with
+        ``embedder_name``) and deletes the expansion's word vectors of other embedders.
         """
         if owner is not None:
             check_owner(owner)
@@ -897,6 +901,8 @@ class MemoryService:
                 # in flight in its writer: it stays queued, retried like any other (idempotent).
                 self.store.clear_queue(session, who, before=started - self.upkeep.retry_after)
                 self.store.bump_generation(session, who)
+        if owner is None and self.embedder_name is not None:
+            record_vector_build(self.db, self.index.collection, self.embedder_name)
         if owner is None and self.words is not None:
             # Every vector is this embedder's now; words another one embedded are never read again.
             self.words.drop_others()

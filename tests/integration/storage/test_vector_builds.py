@@ -53,8 +53,10 @@ def test_services_started_with_another_embedder_report_stale_vectors_until_rebui
             for collection in ("memory_vectors", "experience_library"):
                 flag = 1.0 if collection in found else 0.0
                 assert f'hindsight_vectors_stale{{collection="{collection}"}} {flag}' in scrape
-            if not quantized and found:
-                services.record_rebuild(memories=True)  # as `hindsight reindex --what memories` does
+            if not quantized and "memory_vectors" in found:
+                services.memory.reindex("someone")  # one owner's rebuild says nothing of the others'
+                assert "memory_vectors" in services.stale_vectors()
+                services.memory.reindex()  # as `hindsight reindex --what memories` does
                 assert set(services.stale_vectors()) == {"experience_library"}
                 assert 'hindsight_vectors_stale{collection="memory_vectors"} 0.0' in services.metrics.render().decode()
             return found
