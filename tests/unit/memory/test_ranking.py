@@ -2,7 +2,11 @@
 
 from datetime import UTC, date, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cluster.memory.entities import Vocabulary
+from cluster.memory.expansion import content_words
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.ranking import CandidateFacts, QueryPlan, facts_of, plan_query, rank, stages_of
 from cluster.memory.timeparse import Interval
@@ -108,3 +112,21 @@ def test_the_best_few_are_the_head_of_the_full_ranking() -> None:
     assert len(full) == len(set(dense) | set(lexical))
     for limit in (1, 5, 10, 200):
         assert rank(dense, lexical, facts, plan, RankingPolicy(), limit) == full[:limit]
+
+
+WORDISH = st.text(alphabet=st.sampled_from(list("abcdoGS's’ -,.é1")), max_size=40)
+
+
+@given(
+    text=WORDISH, words=st.lists(st.sampled_from(["dog", "dogs", "abc", "sss", "god", "cod", "ooo", "éss"]), max_size=5)
+)
+@settings(max_examples=400, deadline=None)
+def test_a_fact_holds_exactly_the_words_of_its_text(text: str, words: list[str]) -> None:
+    # The substring check in front is only a shortcut: the answer is the text's content words.
+    fact = CandidateFacts(seq=1, day=date(2024, 1, 1), text=text)
+    assert fact.holds(words) == tuple(w for w in words if w in set(content_words(text)))
+
+
+def test_holds_reads_possessives_and_case_as_words() -> None:
+    fact = CandidateFacts(seq=1, day=date(2024, 1, 1), text="My Dog's bowl, and the puppies")
+    assert fact.holds(["dog", "bowl", "puppy", "puppies", "owl"]) == ("dog", "bowl", "puppies")
