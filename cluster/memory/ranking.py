@@ -70,22 +70,22 @@ class CandidateFacts:
     def __post_init__(self) -> None:
         object.__setattr__(self, "group", self.session if self.session is not None else self.day.isoformat())
 
-    def holds(self, words: Iterable[str]) -> tuple[str, ...]:
+    def holds(self, words: Sequence[str]) -> tuple[str, ...]:
         """Those of ``words`` (lower-case content words) that are words of the text.
 
         The text's words are read only when one of them is in it at all: most candidates of a
         query hold none of its expansion words, and reading a text's words costs ~10 µs.
         """
-        lowered = self.text.lower()
-        maybe = [w for w in words if w in lowered]
-        if not maybe:
-            return ()
         known = self._words
         if known is None:
+            lowered = self.text.lower()
+            words = [w for w in words if w in lowered]
+            if not words:
+                return ()
             # Made once per fact; two threads making it at once make the same set.
             known = frozenset(content_words(self.text))
             object.__setattr__(self, "_words", known)
-        return tuple(w for w in maybe if w in known)
+        return tuple(w for w in words if w in known)
 
 
 @dataclass(frozen=True, slots=True)
