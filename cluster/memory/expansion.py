@@ -40,16 +40,23 @@ MAX_WORD = 64
 
 
 def content_words(text: str) -> list[str]:
-    """Lower-case words of ``text`` that can carry a topic, possessives removed, in order, once each.
-
-    Each distinct word is looked at once: a term space reads every memory of an owner through here.
-    """
+    """Lower-case words of ``text`` that can carry a topic, possessives removed, in order, once each."""
     out: dict[str, None] = {}
     for word in dict.fromkeys(_WORD.findall(text.lower())):
         if "'" in word or "’" in word:
             word = _POSSESSIVE.sub("", word)
         if 3 <= len(word) <= MAX_WORD and word not in STOPWORDS:
             out[word] = None
+    return list(out)
+
+
+def words_of(texts: Iterable[str]) -> list[str]:
+    """``content_words`` of all the texts together, in the same order, reading each distinct
+    whitespace-separated token once (no word spans whitespace): a term space reads every memory of
+    an owner through here, and an owner's texts repeat their tokens many times over."""
+    out: dict[str, None] = {}
+    for token in dict.fromkeys("\n".join(texts).lower().split()):
+        out.update(dict.fromkeys(content_words(token)))
     return list(out)
 
 
@@ -211,7 +218,7 @@ class TermSpaces(PerOwner[TermSpace]):
     ) -> TermSpace:
         def new_words(space: TermSpace, after: int) -> tuple[dict[str, np.ndarray], int]:
             texts, newest = load(after)
-            fresh = [w for w in content_words("\n".join(texts)) if w not in space]
+            fresh = [w for w in words_of(texts) if w not in space]
             return (self.vectors.get(fresh, read) if fresh else {}), newest
 
         return self.get(owner, new_words, TermSpace.add, generation)

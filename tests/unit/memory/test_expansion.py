@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cluster.memory.expansion import TermSpace, TermSpaces, WordVectors, content_words, expand
+from cluster.memory.expansion import TermSpace, TermSpaces, WordVectors, content_words, expand, words_of
 
 # Directions in a 4-d space: words about outdoor activities lie near "activities".
 TABLE = {
@@ -149,3 +151,12 @@ def test_stored_words_are_read_before_any_is_embedded_and_only_embedded_ones_are
 
 def test_words_longer_than_a_stored_word_are_no_words() -> None:
     assert content_words("a " + "x" * 65 + " lake " + "y" * 64) == ["lake", "y" * 64]
+
+
+TEXTS = st.lists(st.text(alphabet=st.sampled_from(list("abcdeS's’ \n\t-,.é1")), max_size=30), max_size=6)
+
+
+@given(texts=TEXTS)
+@settings(max_examples=400, deadline=None)
+def test_words_of_many_texts_are_the_content_words_of_them_joined(texts: list[str]) -> None:
+    assert words_of(texts) == content_words("\n".join(texts))
