@@ -48,7 +48,6 @@ import ray.data
 
 from cluster.core.errors import HindsightError, InvalidInput
 from cluster.embedding import build_embedder, embedder_identity
-from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.ports import IndexRow
 from cluster.experience.repository import SqlExperienceStore
@@ -249,6 +248,9 @@ def reindex(
                         missing[o] = lost
                     if extra:
                         duplicates[o] = extra
+                if owner is None and not missing and not duplicates:
+                    # Every template's vector is this embedder's now.
+                    record_vector_build(db, index.collection, embedder_identity(settings.embedding))
         finally:
             db.dispose()
     summary = ReindexSummary(
@@ -264,13 +266,6 @@ def reindex(
     )
     if missing or duplicates:
         raise ReindexIncomplete(summary)
-    if owner is None:
-        # Every template's vector is this embedder's now.
-        db = Database(settings.sql_url())
-        try:
-            record_vector_build(db, EXPERIENCE_COLLECTION, embedder_identity(settings.embedding))
-        finally:
-            db.dispose()
     return summary
 
 

@@ -477,12 +477,12 @@ class SqlMemoryStore:
         A-weighted part); the index still finds the documents, this only re-checks them.
         """
         document = literal_column(PG_SEARCH_DOC, type_=TSVECTOR)
-        text_part = func.ts_filter(document, literal_column("'{a}'::\"char\"[]"), type_=TSVECTOR)
 
         def count(word: str) -> Any:
             query = func.plainto_tsquery(text("'english'::regconfig"), word)
             where = [MemoryRow.owner == owner, document.op("@@")(query)]
             if text_only:
+                text_part = func.ts_filter(document, literal_column("'{a}'::\"char\"[]"), type_=TSVECTOR)
                 where.append(text_part.op("@@")(query))
             inner = select(MemoryRow.seq).where(*where).limit(cap + 1)
             return select(func.count()).select_from(inner.subquery()).scalar_subquery()
