@@ -448,13 +448,8 @@ class MemoryService:
         request: MemoryQuery,
         *,
         now: datetime | None = None,
-        vector: Sequence[float] | None = None,
     ) -> MemoryQueryResult:
-        """The ``memory_query`` tool: takes and returns models. A read-only unit of work.
-
-        ``vector`` is the query's embedding when the caller has it already (the tool embeds
-        concurrent queries in one pass).
-        """
+        """The ``memory_query`` tool: takes and returns models. A read-only unit of work."""
         check_owner(owner)
         now = now or utcnow()
         cache_key = request.model_dump_json()
@@ -465,7 +460,7 @@ class MemoryService:
             cached = self.cache.get(owner, cache_key, generation, now)
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
-            found = self._gather(session, owner, request, vector, vis, now, generation=generation, all_facts=False)
+            found = self._gather(session, owner, request, vis, now, generation=generation, all_facts=False)
             top = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking, request.top_k)
             # Full records only for what is returned: building them is the costly part.
             rows = self.store.visible(session, owner, [r.seq for r in top], vis)
@@ -497,12 +492,9 @@ class MemoryService:
             as_of=request.as_of,
         )
 
-    def _search(
-        self, owner: str, query: str, vector: Sequence[float] | None, vis: Visibility
-    ) -> tuple[Sequence[float], list[VectorHit]]:
-        """The query's vector (embedded here unless given) and its first ``candidates`` neighbours."""
-        if vector is None:
-            vector = self.embedder.embed([query])[0]
+    def _search(self, owner: str, query: str, vis: Visibility) -> tuple[Sequence[float], list[VectorHit]]:
+        """The query's vector and its first ``candidates`` neighbours."""
+        vector = self.embedder.embed([query])[0]
         found = self.index.search(owner, vector, self.ranking.candidates, entity=vis.entity, scope_key=vis.scope_key)
         return vector, found
 
@@ -535,14 +527,13 @@ class MemoryService:
         now = now or utcnow()
         vis = self._visibility(request, now)
         with self.db.read() as session:
-            return self._gather(session, owner, request, None, vis, now, generation=None, all_facts=True)
+            return self._gather(session, owner, request, vis, now, generation=None, all_facts=True)
 
     def _gather(
         self,
         session: Session,
         owner: str,
         request: MemoryQuery,
-        vector: Sequence[float] | None,
         vis: Visibility,
         now: datetime,
         *,
@@ -551,13 +542,13 @@ class MemoryService:
     ) -> Candidates:
         """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need.
 
-        The embedding (unless ``vector`` is given) and the vector search run on another thread
+        The embedding and the vector search run on another thread
         while this one plans the query, runs the lexical stage and reads the lexical candidates'
         facts (their time expressions parsed, when the query asks about time): both threads wait
         outside the GIL (the model, Milvus' gRPC call, SQLite), so none of that adds latency.
         """
         policy = self.ranking
-        searching = self._searches.submit(self._search, owner, request.query, vector, vis)
+        searching = self._searches.submit(self._search, owner, request.query, vis)
         vocabulary = self.vocabularies.vocabulary(
             owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
         )

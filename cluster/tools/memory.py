@@ -30,10 +30,6 @@ from cluster.memory.policy import MemoryScope, Ttl
 from cluster.tools.batching import Batcher
 from cluster.tools.common import Toolbox, answer, tool_errors
 
-#: At most this many concurrent queries share an embedding pass (a pass of 16 short texts costs
-#: about half of 16 single ones; a larger one makes its first caller wait longer).
-EMBED_BATCH = 16
-
 HIT_TEXT_CHARS = 300
 """A hit's value in the text answer is cut here; the structured answer has it whole."""
 
@@ -72,12 +68,6 @@ def register_memory_tools(box: Toolbox) -> None:
     # Concurrent writes share one transaction, embedding pass and Milvus insert per owner.
     writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(
         lambda items: box.call(box.services.memory.apply_write_batch, items)
-    )
-
-    # Concurrent queries share one embedding pass; each then runs on its own thread, so one query's
-    # waits (Milvus, SQL) overlap another's work.
-    embeddings: Batcher[str, list[float]] = Batcher(
-        lambda texts: box.call(box.services.memory.embedder.embed, texts), limit=EMBED_BATCH
     )
 
     @box.tool()
@@ -128,8 +118,10 @@ def register_memory_tools(box: Toolbox) -> None:
                 query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
             )
         start = time.perf_counter()
-        vector = await embeddings.submit(request.query)
-        result = await box.call(box.services.memory.run_query, owner, request, vector=vector)
+        # Each query on its own thread, embedded there beside its lexical stage (a hot-cache hit
+        # embeds nothing): a shared embedding pass would make every query of it wait for the last
+        # text, since the default int8 model embeds one text a pass.
+        result = await box.call(box.services.memory.run_query, owner, request)
         box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
         return answer(result, _hit_lines(result))
 

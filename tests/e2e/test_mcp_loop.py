@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
+from cluster.embedding import CachedEmbedder
 from cluster.experience.templates import RETRY_NOTE
 from cluster.services import Services, analysis_for
 from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons, send
@@ -47,6 +48,19 @@ async def test_memory_tools_write_query_update_forget(client: Client) -> None:
     assert [h["memory"]["value"] for h in current] == ["Moved to Tokyo"]
     await call(client, "memory_forget", {"memory_id": updated["memory_id"]})
     assert (await call(client, "memory_query", {"query": "where does the user live"}))["hits"] == []
+
+
+async def test_a_memory_query_answered_from_the_cache_embeds_nothing(client: Client, services: Services) -> None:
+    await call(client, "memory_write", {"key": "timezone", "value": "User lives in Lisbon (UTC+0)"})
+    embedder = services.memory.embedder
+    assert isinstance(embedder, CachedEmbedder)  # counts the texts the tools embed
+    before = embedder.hits + embedder.misses
+    first = await call(client, "memory_query", {"query": "where does the user live"})
+    assert embedder.hits + embedder.misses == before + 1
+    again = await call(client, "memory_query", {"query": "where does the user live"})
+    assert again["cached"]
+    assert again["hits"] == first["hits"]
+    assert embedder.hits + embedder.misses == before + 1
 
 
 @pytest.mark.parametrize(

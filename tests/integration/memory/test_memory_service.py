@@ -313,19 +313,6 @@ def test_a_candidates_cached_facts_never_make_a_forgotten_memory_visible(memory:
     assert later.hits[0].why.entities == ("Alice",)  # the entity stage still reads the cached facts
 
 
-def test_a_query_given_its_embedding_answers_as_one_that_embeds_it(memory: MemoryService) -> None:
-    memory.write("alice", "tea", "Alice drinks green tea", now=T0)
-    memory.write("alice", "car", "Alice drives a red car", now=T0)
-    request = MemoryQuery(query="what does Alice drink")
-    vector = memory.embedder.embed([request.query])[0]
-    given = memory.run_query("alice", request, now=T0 + timedelta(seconds=1), vector=vector)
-    memory.cache.max_bytes = 0  # the second answer must be computed, not served from the cache
-    own = memory.run_query("alice", request, now=T0 + timedelta(seconds=1))
-    assert not own.cached
-    assert ids(given) == ids(own)
-    assert [h.score for h in given.hits] == [h.score for h in own.hits]
-
-
 def test_results_explain_every_stage(memory: MemoryService) -> None:
     memory.write("alice", "tea", "Alice drinks green tea", source_ids=["turn-1", "turn-2"], now=T0)
     hit = memory.run_query("alice", MemoryQuery(query="green tea", entity=None), now=T0).hits[0]
