@@ -158,6 +158,10 @@ class MilvusMemoryIndex:
         """Every vector id this owner has (for rebuilds, consistency checks and tests)."""
         return {int(key) for key in self.rows.ids(owner)}
 
+    def owners(self) -> set[str]:
+        """Every owner with a vector (for rebuilds: SQL may no longer know one)."""
+        return self.rows.owners()
+
     def holds_other_dimension(self) -> bool:
         """Whether the collection was made for vectors of another length (another embedder's)."""
         stored = self.rows.stored_dimension()

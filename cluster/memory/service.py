@@ -855,8 +855,9 @@ class MemoryService:
         deleted; the collection is never emptied, so queries keep their dense stage (a vector being
         replaced can be missing for the instant of its upsert; queries check every candidate in SQL).
         Only a collection made for another vector length is dropped first: it cannot take these.
-        A rebuild of every owner also records this embedder as the collection's builder (with
-        ``embedder_name``) and deletes the expansion's word vectors of other embedders.
+        A rebuild of every owner visits the owners Milvus has as well as SQL's, records this embedder
+        as the collection's builder (with ``embedder_name``) and deletes the expansion's word vectors
+        of other embedders.
         """
         if owner is not None:
             check_owner(owner)
@@ -864,7 +865,10 @@ class MemoryService:
             logger.warning("the memory collection holds vectors of another length: dropped, rebuilt from SQL")
             self.index.reset()
         written = 0
-        for who in self._owners(owner):
+        # Every owner with a vector too: one whose last memory was forgotten may have kept a vector
+        # (a lost delete); it has no rows, so the pass below only deletes what Milvus holds.
+        owners = [owner] if owner is not None else sorted(self.index.owners() | set(self._owners(None)))
+        for who in owners:
             started = utcnow()
             after = -1
             while True:

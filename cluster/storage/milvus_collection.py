@@ -328,20 +328,22 @@ class MilvusCollection:
 
     def ids(self, owner: str) -> set[Key]:
         """Every primary key the owner has (for rebuilds and consistency checks)."""
+        return self._scan(self._where(owner), self.spec.primary.name)
+
+    def owners(self) -> set[str]:
+        """Every owner with a row (a full rebuild also visits owners SQL no longer has)."""
+        return {str(owner) for owner in self._scan(f'{self.spec.OWNER} != ""', self.spec.OWNER)}
+
+    def _scan(self, where: str, field: str) -> set[Any]:
+        """The distinct values of ``field`` over the rows ``where`` selects, read in pages."""
         self.ensure()
-        primary = self.spec.primary.name
         iterator = self._call(
-            "query",
-            self.client.query_iterator,
-            self.name,
-            batch_size=1000,
-            filter=self._where(owner),
-            output_fields=[primary],
+            "query", self.client.query_iterator, self.name, batch_size=1000, filter=where, output_fields=[field]
         )
-        found: set[Key] = set()
+        found: set[Any] = set()
         try:
             while batch := iterator.next():  # the iterator carries the timeout it was made with
-                found.update(r[primary] for r in batch)
+                found.update(r[field] for r in batch)
         except Exception as exc:  # as in _call
             raise StoreUnavailable(f"Milvus query on {self.name} failed: {exc}") from exc
         finally:

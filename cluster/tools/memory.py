@@ -65,7 +65,7 @@ def register_memory_tools(box: Toolbox) -> None:
     promotion = box.services.settings.memory.promotion
     max_turn_bytes = box.services.settings.memory.max_value_bytes
 
-    # Concurrent writes share one transaction, embedding pass and Milvus insert per owner.
+    # Concurrent writes share one transaction, one embedder call and one Milvus insert per owner.
     writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(
         lambda items: box.call(box.services.memory.apply_write_batch, items)
     )

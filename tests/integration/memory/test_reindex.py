@@ -62,6 +62,22 @@ def test_a_rebuild_keeps_queries_answering_and_repairs_lost_and_left_over_vector
     assert set(ranks) == {("tea", 1)}
 
 
+def test_a_full_rebuild_removes_the_vectors_of_an_owner_sql_no_longer_has(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    service = MemoryService(database, embedder, index)
+    service.apply_writes("alice", [MemoryWrite(key="a", value="Alice keeps bees")], now=T0)
+    service.apply_writes("bob", [MemoryWrite(key="b", value="Bob keeps goats")], now=T0)
+    # A vector of an owner with no memory left (as a forget whose Milvus delete was lost leaves it).
+    index.upsert([VectorRow(seq=10**9, owner="carol", scope_key="user", entity=None, vector=[1.0] + [0.0] * 383)])
+    assert index.owners() == {"alice", "bob", "carol"}
+    service.reindex("bob")  # one owner's rebuild touches only that owner
+    assert index.seqs("carol") == {10**9}
+    assert service.reindex() == 2
+    assert index.owners() == {"alice", "bob"}
+    assert index.seqs("alice") == sql_seqs(service, "alice")
+
+
 def test_a_collection_made_for_another_vector_length_is_rebuilt_from_scratch(
     database: Database, embedder: Embedder, milvus_client: Any
 ) -> None:
