@@ -509,15 +509,17 @@ class SqlMemoryStore:
     def entity_names(self, session: Session, owner: str, after_seq: int, keys: tuple[str, ...]) -> tuple[set[str], int]:
         """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
 
-        Names are the ``entity`` column and the string values of the metadata ``keys``; read in
-        SQL (``json_extract`` / ``->>``) so the metadata documents are not decoded here.
+        Names are the ``entity`` column and the string values of the metadata ``keys``, made
+        distinct in SQL, so the metadata documents are not decoded here.
         """
-        stmt = statements.entity_names(keys, first=after_seq <= 0)
+        stmt = statements.entity_names(keys, first=after_seq <= 0, dialect=self.dialect)
         names: set[str] = set()
         newest = after_seq
-        for row in _core(session, stmt, {"owner": owner, "after": after_seq}):
-            newest = max(newest, int(row[0]))
-            names.update(v for v in row[1:] if isinstance(v, str) and v and not v.startswith("["))
+        for seq, name in _core(session, stmt, {"owner": owner, "after": after_seq}):
+            if seq is not None:
+                newest = max(newest, int(seq))
+            elif isinstance(name, str) and name:
+                names.add(name)
         return names, newest
 
     def texts_after(self, session: Session, owner: str, after_seq: int) -> tuple[list[str], int]:

@@ -151,16 +151,31 @@ def candidate_facts() -> Select[Any]:
     )
 
 
-@lru_cache(maxsize=4)
-def entity_names(keys: tuple[str, ...], *, first: bool) -> Select[Any]:
-    """Entity names of the owner's memories after ``:after``: the ``entity`` column and metadata ``keys``.
+@lru_cache(maxsize=8)
+def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
+    """The distinct entity names of the owner's memories after ``:after`` (the ``entity`` column and
+    the metadata ``keys`` holding a string), and the newest seq among them, in one statement (one
+    snapshot): a row ``(newest, NULL)``, then a row ``(NULL, name)`` per name.
 
-    The first load reads the owner's rows by the owner index; later ones by seq range
-    (``owned_by_seq``), so only the few rows written since are read.
+    The database makes the names distinct: a large owner has ~100k rows and a dozen names. The first
+    load reads the owner's rows by the owner index; later ones by seq range (``owned_by_seq``), so
+    only the few rows written since are read.
     """
-    owned = _m.owner == bindparam("owner") if first else owned_by_seq()
-    cols = [_m.entity, *(_m["metadata"][k].as_string() for k in keys)]
-    return select(_m.seq, *cols).where(owned, _m.seq > bindparam("after"))
+    owned = "m.owner = :owner" if first else "coalesce(m.owner, '') = :owner"
+    where = f"{owned} AND m.seq > :after"
+    table = f"{MEMORIES.name} AS m"
+    if dialect == "postgresql":
+        each, value, is_text = "jsonb_each(m.metadata)", "j.value #>> '{}'", "jsonb_typeof(j.value) = 'string'"
+    else:
+        each, value, is_text = "json_each(m.metadata)", "j.value", "j.type = 'text'"
+    wanted = ", ".join(f":key{i}" for i in range(len(keys)))
+    return text(
+        f"SELECT (SELECT max(m.seq) FROM {table} WHERE {where}), NULL "
+        f"UNION ALL SELECT NULL, name FROM ("
+        f"SELECT m.entity AS name FROM {table} WHERE {where} AND m.entity IS NOT NULL "
+        f"UNION SELECT {value} FROM {table}, {each} AS j WHERE {where} AND j.key IN ({wanted}) AND {is_text}"
+        ") AS names"
+    ).bindparams(**{f"key{i}": k for i, k in enumerate(keys)})
 
 
 @lru_cache(maxsize=2)

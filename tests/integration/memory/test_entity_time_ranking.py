@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.core.ports import Embedder
+from cluster.memory.entities import ENTITY_KEYS
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryHit, MemoryWrite
 from cluster.memory.policy import RankingPolicy
@@ -70,3 +71,25 @@ def test_a_time_in_the_question_selects_memories_of_that_time(services: tuple[Me
     assert hit.memory.key == "race-may"
     assert hit.why.time == "memory date"
     assert {"entity", "time"} <= set(hit.why.stages)
+
+
+def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    memory = MemoryService(database, embedder, index)
+    people = {"people": ["Bob", "Eve"], "place": {"city": "Paris"}, "location": 3, "session": "s1"}
+    memory.write("alice", "a", "one", entity="Project Apollo", metadata={"speaker": "Caroline", **people}, now=T0)
+    memory.write("alice", "b", "two", metadata={"speaker": "Caroline", "author": "Melanie", "person": ""}, now=T0)
+    memory.write("bob", "c", "three", metadata={"speaker": "Zed"}, now=T0)
+
+    def names(after: int) -> tuple[set[str], int]:
+        with database.read() as session:
+            return memory.store.entity_names(session, "alice", after, ENTITY_KEYS)
+
+    found, newest = names(-1)
+    # Only strings count: not a list, an object or a number under a name key, nor an empty name.
+    assert found == {"Project Apollo", "Caroline", "Melanie"}
+    memory.write("alice", "d", "four", metadata={"speaker": "Dora", "author": "Melanie"}, now=T0)
+    grown, newer = names(newest)
+    assert (grown, newer > newest) == ({"Dora", "Melanie"}, True)
+    assert names(newer) == (set(), newer)
