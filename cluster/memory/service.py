@@ -542,10 +542,10 @@ class MemoryService:
     ) -> Candidates:
         """Plan the query (entities, times), run the dense and lexical rankings, read the facts stages need.
 
-        The embedding and the vector search run on another thread
-        while this one plans the query, runs the lexical stage and reads the lexical candidates'
-        facts (their time expressions parsed, when the query asks about time): both threads wait
-        outside the GIL (the model, Milvus' gRPC call, SQLite), so none of that adds latency.
+        The embedding and the vector search run on another thread while this one plans the query,
+        runs the lexical stage and reads the lexical candidates' facts (their time expressions
+        parsed, when the query asks about time): both threads wait outside the GIL (the model,
+        Milvus' gRPC call, SQLite), so none of that adds latency.
         """
         policy = self.ranking
         searching = self._searches.submit(self._search, owner, request.query, vis)

@@ -165,7 +165,9 @@ def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
     where = f"{owned} AND m.seq > :after"
     table = f"{MEMORIES.name} AS m"
     if dialect == "postgresql":
-        each, value, is_text = "jsonb_each(m.metadata)", "j.value #>> '{}'", "jsonb_typeof(j.value) = 'string'"
+        # jsonb_each raises on anything but an object, and one such row would fail every query.
+        each = "jsonb_each(CASE jsonb_typeof(m.metadata) WHEN 'object' THEN m.metadata END)"
+        value, is_text = "j.value #>> '{}'", "jsonb_typeof(j.value) = 'string'"
     else:
         each, value, is_text = "json_each(m.metadata)", "j.value", "j.type = 'text'"
     wanted = ", ".join(f":key{i}" for i in range(len(keys)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import update
 
 from cluster.core.ports import Embedder
 from cluster.memory.entities import ENTITY_KEYS
@@ -10,6 +11,7 @@ from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryHit, MemoryWrite
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.service import MemoryService
+from cluster.memory.tables import MemoryRow
 from cluster.storage.db import Database
 from tests.integration.memory.conftest import T0
 
@@ -93,3 +95,7 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
     grown, newer = names(newest)
     assert (grown, newer > newest) == ({"Dora", "Melanie"}, True)
     assert names(newer) == (set(), newer)
+    # Metadata that is not an object (only a direct SQL write can store it) names nothing, fails nothing.
+    with database.transaction() as session:
+        session.execute(update(MemoryRow).where(MemoryRow.key == "b").values(meta=["Melanie"]))
+    assert names(-1)[0] == {"Project Apollo", "Caroline", "Dora", "Melanie"}
