@@ -22,8 +22,8 @@ job spreads the embedding (nearly all of the cost) over an actor pool:
 
 Guarantees: upserts are idempotent, so a retried batch or a rerun is harmless; the collection is
 never dropped, so queries keep working during a rebuild (they re-check every candidate in SQL).
-What it does not do: remove vectors of an owner who has no template left in SQL at all (a full
-``ExperienceService.reindex`` drops the collection for that).
+A run over every owner also visits the owners only Milvus still has (no template left in SQL, a
+vector's delete lost): step 4 deletes their vectors.
 
 Milvus Lite: one process owns a ``.db`` file. If the target is a Lite file that nobody serves,
 this job serves it (a :class:`~cluster.storage.milvus.MilvusLiteServer`) for its duration and the
@@ -221,6 +221,10 @@ def reindex(
     with served_milvus(settings) as uri:
         with _driver_index(settings, uri) as index:
             index.ensure_collection()
+            if owner is None:
+                # Owners only Milvus still has too (their last template gone, a vector's delete
+                # lost): they have nothing to read, and the stale step below deletes their vectors.
+                owners = sorted({*owners, *index.owners()})
             # Noted before SQL is read: a template created meanwhile is indexed by its writer, and
             # never counts as stale here.
             before = {o: index.ids(o) for o in owners}

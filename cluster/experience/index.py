@@ -172,6 +172,10 @@ class MilvusExperienceIndex:
         """Every template id indexed for ``owner``."""
         return {uuid.UUID(str(key)) for key in self.rows.ids(owner)}
 
+    def owners(self) -> set[str]:
+        """Every owner with a vector (for full rebuilds: SQL may no longer know one)."""
+        return self.rows.owners()
+
     def delete(self, owner: str, template_ids: Sequence[uuid.UUID]) -> None:
         """Remove these templates' vectors; the ids are the owner's, read from SQL (Milvus deletes by key alone)."""
         self.rows.delete([str(t) for t in template_ids])

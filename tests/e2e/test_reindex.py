@@ -87,6 +87,23 @@ def test_queries_answer_as_before_after_a_ray_data_reindex(
         assert SqlExperienceStore(session).index_backlog_size() == 0
 
 
+def test_a_full_reindex_removes_the_vectors_of_an_owner_sql_no_longer_has(
+    ray_session: None, settings: Settings, services: Services
+) -> None:
+    index = services.experience.index
+    ghost = uuid.uuid4()
+    now = utcnow()
+    index.upsert([IndexRow(ghost, "team-c", "executor", None, 0.99, now, now, [1.0] + [0.0] * 383)])
+    assert index.owners() == {"team-a", "team-b", "team-c"}
+    assert reindex(settings, owner="team-b", actors=1).stale_removed == {"team-b": 0}
+    assert index.ids("team-c") == {ghost}  # one owner's run touches only that owner
+
+    summary = reindex(settings, actors=1)
+
+    assert summary.stale_removed == {"team-a": 0, "team-b": 0, "team-c": 1}
+    assert index.owners() == {"team-a", "team-b"}
+
+
 def test_reindexing_one_owner_leaves_the_others_alone(
     ray_session: None, settings: Settings, services: Services
 ) -> None:
