@@ -14,6 +14,11 @@ Three answers per query, all in the same run:
   as text;
 * **lean** — the default: the prompt block as text, one line per experience as structured content.
 
+And per ``memory_query`` call, over one LoCoMo conversation of the development split written as
+``bench.locomo.run`` writes it and asked its questions (categories 1-4) at top_k 5 (the default) and
+10: **detail** (``detail=true``: each memory whole with why it matched, as every answer was before
+lean memory answers) against **lean** (the default: key, value, day, id, version, score, stages).
+
 Tokens are counted with the embedder's own tokenizer (MiniLM's WordPiece, no truncation); an
 LLM's tokenizer differs, the ratio between rows does not much.
 
@@ -36,6 +41,7 @@ from rich.console import Console
 from rich.table import Table
 from tokenizers import Tokenizer
 
+from bench.locomo.run import DEFAULT_DATA, HEADLINE, load, memory_writes
 from bench.procedural.harness import BenchConfig, in_process_clients, run_bench
 from cluster.auth import OwnerResolver
 from cluster.embedding.onnx_minilm import TOKENIZER_PATH
@@ -77,7 +83,9 @@ def measure(tokenizer: Tokenizer, text: str) -> tuple[int, int]:
     return len(text.encode()), len(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-async def sizes(services: Services, queries: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
+async def sizes(
+    services: Services, queries: list[dict[str, Any]], questions: list[str]
+) -> dict[str, dict[str, list[int]]]:
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.no_truncation()
     rows: dict[str, dict[str, list[int]]] = {}
@@ -91,6 +99,14 @@ async def sizes(services: Services, queries: list[dict[str, Any]]) -> dict[str, 
         row["served"].append(served)
 
     async with Client(build_server(services, OwnerResolver({}, OWNER))) as client:
+        for question in questions:
+            for top_k in (5, 10):
+                args = {"query": question, "top_k": top_k}
+                detail = await client.call_tool("memory_query", {**args, "detail": True})
+                lean = await client.call_tool("memory_query", args)
+                served = len(lean.structured_content["memories"] if lean.structured_content else [])
+                add(f"memory detail (top_k {top_k})", detail.content[0].text, detail.structured_content, served)
+                add(f"memory lean (top_k {top_k})", lean.content[0].text, lean.structured_content, served)
         for situated in queries:
             for mode, args in (
                 ("situation", situated),
@@ -108,7 +124,7 @@ async def sizes(services: Services, queries: list[dict[str, Any]]) -> dict[str, 
 
 
 def print_table(rows: dict[str, dict[str, list[int]]]) -> None:
-    table = Table(title="query_experience answer size per call (default top_k)")
+    table = Table(title="answer size per call: query_experience (default top_k), memory_query")
     for column in ("answer", "calls", "served", "text bytes p50 / max", "text tokens p50 / max", "structured p50"):
         table.add_column(column, justify="left" if column == "answer" else "right")
     for name, row in rows.items():
@@ -139,7 +155,10 @@ async def main(args: argparse.Namespace) -> None:
             await run_bench(in_process_clients(services), drain, config)
             await drain()
             print(f"library: {services.experience.count(OWNER)} templates")
-            rows = await sizes(services, situations(services, args.queries))
+            conversation = load(DEFAULT_DATA)[0]
+            services.memory.apply_writes(OWNER, memory_writes(conversation))
+            questions = [q.question for q in conversation.questions if q.category in HEADLINE]
+            rows = await sizes(services, situations(services, args.queries), questions[: args.queries])
         finally:
             services.close()
     print_table(rows)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, JsonValue
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, no_nul
 from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, PromotionReason, SourceId, Ttl
+from cluster.memory.timeparse import memory_date
 
 # --------------------------------------------------------------------------------------- API models
 
@@ -98,13 +99,51 @@ class MemoryHit(Frozen):
     why: MatchExplanation
 
 
+class ServedMemory(Frozen):
+    """One memory as an agent reads it by default: what it says and the day it speaks of, not how it ranked."""
+
+    memory_id: uuid.UUID
+    key: Name
+    value: MemoryValue
+    version: int
+    day: date = Field(
+        description="Its own day: a date in its metadata, else when it became valid; 'yesterday' in it reads from here."
+    )
+    score: float
+    stages: tuple[str, ...] = Field(default=(), description="The ranking stages that found or raised it.")
+
+    @classmethod
+    def of(cls, hit: MemoryHit) -> ServedMemory:
+        memory = hit.memory
+        return cls(
+            memory_id=memory.memory_id,
+            key=memory.key,
+            value=memory.value,
+            version=memory.version,
+            day=memory_date(memory.metadata, memory.valid_from),
+            score=round(hit.score, 4),
+            stages=hit.why.stages,
+        )
+
+
 class MemoryQueryResult(Frozen):
-    hits: tuple[MemoryHit, ...]
+    """The best memories for a query, best first.
+
+    ``memories`` is the lean view an agent reads; ``hits`` holds each memory whole (scope, metadata,
+    lifetime) with why it matched, stage by stage (the MCP tool sends them only with ``detail``).
+    """
+
+    memories: tuple[ServedMemory, ...] = ()
+    hits: tuple[MemoryHit, ...] = ()
     candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
     expansions: tuple[str, ...] = Field(
         default=(), description="Words of the owner's memories that stood in for the query's words."
     )
     cached: bool = False
+
+    def lean(self) -> MemoryQueryResult:
+        """The same answer without the whole memories and their explanations."""
+        return self.model_copy(update={"hits": ()})
 
 
 class MemoryUpdate(Frozen):

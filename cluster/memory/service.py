@@ -50,6 +50,7 @@ from cluster.memory.models import (
     MemoryWrite,
     MemoryWriteResult,
     ObserveResult,
+    ServedMemory,
     SessionEnd,
     SessionEndResult,
     Turn,
@@ -468,7 +469,12 @@ class MemoryService:
         hits = self._explain(owner, top, rows, found.dense, found.lexical, vis, now)
         expansions = tuple(w for w, _ in found.plan.expansions)
         candidates = len(found.dense.keys() | found.lexical.keys())
-        result = MemoryQueryResult(hits=tuple(hits), candidates=candidates, expansions=expansions)
+        result = MemoryQueryResult(
+            memories=tuple(ServedMemory.of(h) for h in hits),
+            hits=tuple(hits),
+            candidates=candidates,
+            expansions=expansions,
+        )
         self.cache.put(owner, cache_key, generation, result, now)
         self.accesses.add(owner, [r.seq for r in top], now)
         if self.accesses.due(now) and self._flushing.acquire(blocking=False):

@@ -35,16 +35,18 @@ HIT_TEXT_CHARS = 300
 
 
 def _hit_lines(result: MemoryQueryResult) -> str:
-    """What a model reads: one line per memory, its value once (JSON objects compact)."""
-    if not result.hits:
+    """What a model reads: one line per memory, its value once (JSON objects compact) and its day,
+    against which a relative time in it ("yesterday") reads."""
+    if not result.memories:
         return "No memory matches."
     lines = []
-    for i, hit in enumerate(result.hits, 1):
-        memory = hit.memory
+    for i, memory in enumerate(result.memories, 1):
         value = memory.value if isinstance(memory.value, str) else canonical_json(memory.value)
         if len(value) > HIT_TEXT_CHARS:
             value = value[: HIT_TEXT_CHARS - 1] + "…"
-        lines.append(f"{i}. [{memory.key}] {' '.join(value.split())} (id {memory.memory_id}, v{memory.version})")
+        lines.append(
+            f"{i}. [{memory.key}] {' '.join(value.split())} ({memory.day}; id {memory.memory_id}, v{memory.version})"
+        )
     return "\n".join(lines)
 
 
@@ -108,10 +110,11 @@ def register_memory_tools(box: Toolbox) -> None:
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
         include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
         as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
+        detail: Annotated[bool, Field(description="Also return whole memories and why each matched.")] = False,
     ) -> Annotated[CallToolResult, MemoryQueryResult]:
         """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
-        The text answer is one line per memory (id, key, value); the structured answer adds why
-        each one matched."""
+        The answer is one line per memory: key, value, its day, id and version. With detail, the
+        structured answer adds each memory whole (scope, metadata, lifetime) and why it matched."""
         owner = box.owner(ctx)
         with tool_errors():
             request = MemoryQuery(
@@ -123,7 +126,7 @@ def register_memory_tools(box: Toolbox) -> None:
         # text, since the default int8 model embeds one text a pass.
         result = await box.call(box.services.memory.run_query, owner, request)
         box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
-        return answer(result, _hit_lines(result))
+        return answer(result if detail else result.lean(), _hit_lines(result))
 
     @box.tool()
     async def memory_update(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mcp import Client
 
@@ -40,14 +42,50 @@ async def test_experience_is_role_tagged(client: Client, services: Services) -> 
 
 async def test_memory_tools_write_query_update_forget(client: Client) -> None:
     written = await call(client, "memory_write", {"key": "timezone", "value": "User lives in Lisbon (UTC+0)"})
-    hits = (await call(client, "memory_query", {"query": "where does the user live"}))["hits"]
-    assert hits[0]["memory"]["memory_id"] == written["memory_id"]
+    found = (await call(client, "memory_query", {"query": "where does the user live"}))["memories"]
+    assert found[0]["memory_id"] == written["memory_id"]
     updated = await call(client, "memory_update", {"memory_id": written["memory_id"], "value": "Moved to Tokyo"})
     assert updated["superseded_id"] == written["memory_id"]
-    current = (await call(client, "memory_query", {"query": "where does the user live"}))["hits"]
-    assert [h["memory"]["value"] for h in current] == ["Moved to Tokyo"]
+    current = (await call(client, "memory_query", {"query": "where does the user live"}))["memories"]
+    assert [m["value"] for m in current] == ["Moved to Tokyo"]
     await call(client, "memory_forget", {"memory_id": updated["memory_id"]})
-    assert (await call(client, "memory_query", {"query": "where does the user live"}))["hits"] == []
+    assert (await call(client, "memory_query", {"query": "where does the user live"}))["memories"] == []
+
+
+async def test_a_memory_query_answers_lean_unless_asked_for_detail(client: Client) -> None:
+    """By default a model reads one line per memory (key, value, day, id) and the structured answer
+    holds the same few fields; detail adds the whole memory and why it matched."""
+    metadata = {"date": "8 May 2023", "speaker": "Caroline", "session": 3}
+    written = await call(
+        client,
+        "memory_write",
+        {"key": "D3:4", "value": "Caroline: I went to a support group yesterday", "metadata": metadata},
+    )
+    result = await client.call_tool("memory_query", {"query": "support group"})
+    lean = result.structured_content or {}
+    assert lean["hits"] == []
+    assert lean["memories"] == [
+        {
+            "memory_id": written["memory_id"],
+            "key": "D3:4",
+            "value": "Caroline: I went to a support group yesterday",
+            "version": 1,
+            "day": "2023-05-08",
+            "score": lean["memories"][0]["score"],
+            "stages": lean["memories"][0]["stages"],
+        }
+    ]
+    assert "lexical" in lean["memories"][0]["stages"]
+    text = result.content[0].text
+    assert (
+        text == f"1. [D3:4] Caroline: I went to a support group yesterday (2023-05-08; id {written['memory_id']}, v1)"
+    )
+    full = await call(client, "memory_query", {"query": "support group", "detail": True})
+    assert full["memories"] == lean["memories"]
+    [hit] = full["hits"]
+    assert hit["memory"]["metadata"] == metadata
+    assert hit["why"]["stages"] == lean["memories"][0]["stages"]
+    assert len(json.dumps(lean)) < len(json.dumps(full)) / 2
 
 
 async def test_a_memory_query_answered_from_the_cache_embeds_nothing(client: Client, services: Services) -> None:
@@ -59,7 +97,7 @@ async def test_a_memory_query_answered_from_the_cache_embeds_nothing(client: Cli
     assert embedder.hits + embedder.misses == before + 1
     again = await call(client, "memory_query", {"query": "where does the user live"})
     assert again["cached"]
-    assert again["hits"] == first["hits"]
+    assert again["memories"] == first["memories"]
     assert embedder.hits + embedder.misses == before + 1
 
 

@@ -37,8 +37,8 @@ async def observe(client: Client, session_id: str, text: str, **extra: Any) -> t
 
 
 async def values(client: Client, query: str, **extra: Any) -> list[str]:
-    hits = (await call(client, "memory_query", {"query": query, "top_k": 10, **extra}))["hits"]
-    return [h["memory"]["value"] for h in hits]
+    found = (await call(client, "memory_query", {"query": query, "top_k": 10, **extra}))["memories"]
+    return [m["value"] for m in found]
 
 
 async def test_an_explicit_remember_is_stored_at_once_for_good(client: Client) -> None:
@@ -60,7 +60,7 @@ async def test_the_second_state_change_of_the_same_thing_supersedes_the_first(cl
     assert paris["promoted"]["superseded_id"] == berlin["promoted"]["memory_id"]
     assert f"replaces {berlin['promoted']['memory_id']}" in text
     assert await values(client, HOME) == ["We moved to Paris last week"]
-    history = (await call(client, "memory_query", {"query": HOME, "include_history": True}))["hits"]
+    history = (await call(client, "memory_query", {"query": HOME, "include_history": True, "detail": True}))["hits"]
     states = {h["memory"]["value"]: (h["memory"]["state"], h["memory"]["version"]) for h in history}
     assert states == {"I moved to Berlin": ("superseded", 1), "We moved to Paris last week": ("current", 2)}
 
@@ -90,7 +90,7 @@ async def test_a_turn_a_later_session_refers_back_to_is_promoted_by_maintenance(
     # What the maintenance actor runs every maintenance.interval_s; here once, in process.
     summary = run_maintenance(services.memory)
     assert summary.promoted == 1
-    hits = (await call(client, "memory_query", {"query": "Alma violin lessons"}))["hits"]
+    hits = (await call(client, "memory_query", {"query": "Alma violin lessons", "detail": True}))["hits"]
     promoted = [h["memory"] for h in hits if h["memory"]["metadata"].get("promoted") == "referenced_later"]
     assert [m["value"] for m in promoted] == ["My daughter Alma starts violin lessons in Porto"]
     assert promoted[0]["scope"]["kind"] == "user"

@@ -108,7 +108,8 @@ async def test_memory_vectors_are_rebuilt_while_the_service_serves_the_embedded_
         done = await anyio.to_thread.run_sync(lambda: cli("reindex", "--what", "memories", data_dir=settings.data_dir))
         assert done.returncode == 0, done.stderr
         assert "2 memory vectors written" in done.stdout
-        hits = (await call(alice, "memory_query", {"query": "a hot drink", "top_k": 1}))["hits"]
+        query = {"query": "a hot drink", "top_k": 1, "detail": True}
+        hits = (await call(alice, "memory_query", query))["hits"]
         assert hits[0]["memory"]["key"] == "tea"
         assert hits[0]["why"]["dense_rank"] == 1
 
@@ -275,8 +276,8 @@ async def test_a_change_through_one_replica_is_what_the_other_serves(
             # Asked twice: the second answer may come from the replica's query cache.
             async with http_client(f"{second}/mcp/", "token-alice") as reader:
                 answers = [await call(reader, "memory_query", question) for _ in range(2)]
-            assert answers[0]["hits"] == answers[1]["hits"]
-            return [h["memory"]["value"] for h in answers[1]["hits"]]
+            assert answers[0]["memories"] == answers[1]["memories"]
+            return [m["value"] for m in answers[1]["memories"]]
 
         async with http_client(f"{first}/mcp/", "token-alice") as writer:
             written = await call(writer, "memory_write", {"key": "city", "value": "The customer lives in Lisbon"})
