@@ -24,6 +24,12 @@ MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 MONTHS["sept"] = 9
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+#: Short weekday names, matched only as written here ("last Fri"): in lower case "sat", "sun" and
+#: "wed" are other words.
+WEEKDAY_ABBR = {"Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4, "Sat": 5, "Sun": 6}
+#: Parts of a month, as days: early June is the 1st to the 10th.
+MONTH_PARTS = {"early": (1, 10), "start": (1, 10), "beginning": (1, 10), "mid": (11, 20), "middle": (11, 20)}
+MONTH_PARTS |= {"late": (21, 31), "end": (21, 31)}
 NUMBERS = {
     "a": 1,
     "an": 1,
@@ -57,6 +63,10 @@ _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _COUNT = r"(?P<count>\d+|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
 _UNIT = r"(?P<unit>" + "|".join(UNITS) + r")s?"
 _SEASON = r"(?P<season>" + "|".join(SEASONS) + r")"
+_WEEKDAY = (
+    r"(?P<weekday>" + "|".join(WEEKDAYS) + r"|(?-i:" + "|".join(sorted(WEEKDAY_ABBR, key=len, reverse=True)) + r"))"
+)
+_PART = r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end)\s+of)"
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
@@ -64,9 +74,13 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.I)
 _SEASON_YEAR = re.compile(rf"\b{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I)
+_MONTH_PART = re.compile(rf"\b{_PART}[\s-]+{_MONTH}(?:,?\s+{_YEAR})?\b", re.I)
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b", re.I)
+_DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b", re.I)
+_WEEKDAYS_AGO = re.compile(rf"\b{_COUNT}\s+{_WEEKDAY}s\s+ago\b", re.I)
 _SHIFT = re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|before|earlier|after|later|from now)\b", re.I)
 _REL_UNIT = re.compile(rf"\b(?P<which>last|past|previous|this|next|coming)\s+{_UNIT}\b", re.I)
-_REL_WEEKDAY = re.compile(r"\b(?P<which>last|this|next|on)\s+(?P<weekday>" + "|".join(WEEKDAYS) + r")\b", re.I)
+_REL_WEEKDAY = re.compile(rf"\b(?P<which>last|this|next|on)\s+{_WEEKDAY}\b", re.I)
 _REL_MONTH = re.compile(rf"\b(?P<which>in|last|this|next|since)\s+{_MONTH}(?!\s*[\d,])\b", re.I)
 _REL_SEASON = re.compile(rf"\b(?P<which>last|this|next)\s+{_SEASON}\b", re.I)
 _YEAR_ALONE = re.compile(r"\b(?:" + "|".join(YEAR_LEADS) + r")\s+" + _YEAR + r"\b", re.I)
@@ -77,9 +91,13 @@ _PATTERNS = (
     _DAY_MONTH_YEAR,
     _MONTH_DAY_YEAR,
     _SHIFT,
+    _MONTH_PART,
     _MONTH_YEAR,
     _SEASON_YEAR,
+    _MONTH_DAY,
+    _DAY_MONTH,
     _REL_UNIT,
+    _WEEKDAYS_AGO,
     _REL_WEEKDAY,
     _REL_MONTH,
     _REL_SEASON,
@@ -100,10 +118,14 @@ _NEEDS: dict[re.Pattern[str], tuple[bool, frozenset[str] | None]] = {
     _DAY_MONTH_YEAR: (True, _MONTH_WORDS),
     _MONTH_DAY_YEAR: (True, _MONTH_WORDS),
     _SHIFT: (False, _UNIT_WORDS),
+    _MONTH_PART: (False, _MONTH_WORDS),
     _MONTH_YEAR: (True, _MONTH_WORDS),
     _SEASON_YEAR: (True, _SEASON_WORDS),
+    _MONTH_DAY: (False, _MONTH_WORDS),
+    _DAY_MONTH: (False, _MONTH_WORDS),
     _REL_UNIT: (False, _UNIT_WORDS),
-    _REL_WEEKDAY: (False, frozenset(WEEKDAYS)),
+    _WEEKDAYS_AGO: (False, frozenset({"ago"})),
+    _REL_WEEKDAY: (False, frozenset(WEEKDAYS) | {a.lower() for a in WEEKDAY_ABBR}),
     _REL_MONTH: (False, _MONTH_WORDS),
     _REL_SEASON: (False, _SEASON_WORDS),
     _YEAR_ALONE: (True, frozenset(YEAR_LEADS)),
@@ -241,14 +263,24 @@ def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | Non
             return Interval(start=date(int(g["year"]), 1, 1), end=date(int(g["year"]), 12, 31))
     except ValueError:
         return None  # e.g. 31 February: not a day, so not a mention
+    if pattern in (_MONTH_PART, _MONTH_DAY, _DAY_MONTH) and g["month"] == "may" and "year" not in g:
+        return None  # "it may 2x", "late may be": beside a number or a part, lower-case "may" is the verb
+    if pattern is _MONTH_PART:
+        return _month_part(anchor, g)
     if anchor is None:
         return None
+    if pattern in (_MONTH_DAY, _DAY_MONTH):
+        return _nearest_day(anchor, _month(g["month"]), int(g["day"]))
+    if pattern is _WEEKDAYS_AGO:
+        count = _count(g["count"])
+        last = _relative_weekday(anchor, "last", _weekday(g["weekday"])).start
+        return Interval.day(last - timedelta(weeks=count - 1)) if 0 < count <= 520 else None
     if pattern is _SHIFT:
         return _shift(anchor, g)
     if pattern is _REL_UNIT:
         return _relative_unit(anchor, g["which"].lower(), g["unit"].lower())
     if pattern is _REL_WEEKDAY:
-        return _relative_weekday(anchor, g["which"].lower(), WEEKDAYS[g["weekday"].lower()])
+        return _relative_weekday(anchor, g["which"].lower(), _weekday(g["weekday"]))
     if pattern is _REL_MONTH:
         return _relative_month(anchor, g["which"].lower(), _month(g["month"]))
     if pattern is _REL_SEASON:
@@ -263,6 +295,45 @@ def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | Non
 
 def _month(name: str) -> int:
     return int(name) if name.isdigit() else MONTHS[name.lower().rstrip(".")]
+
+
+def _weekday(name: str) -> int:
+    return WEEKDAY_ABBR[name] if name in WEEKDAY_ABBR else WEEKDAYS[name.lower()]
+
+
+def _count(text: str) -> int:
+    return int(text) if text.isdigit() else NUMBERS[text.lower()]
+
+
+def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
+    """ "early June" (1st-10th), "mid June", "late June", "the end of June" (21st-last): of the year
+    given, else of the latest such month not after the anchor."""
+    month = _month(g["month"])
+    if "year" in g:
+        year = int(g["year"])
+    elif anchor is not None:
+        year = _relative_month(anchor, "in", month).start.year
+    else:
+        return None
+    words = g["part"].lower().split()  # "late", or "the end of"
+    first, last = MONTH_PARTS[words[1] if len(words) > 1 else words[0]]
+    whole = _month_interval(year, month)
+    return Interval(start=whole.start.replace(day=first), end=whole.end.replace(day=min(last, whole.end.day)))
+
+
+def _nearest_day(anchor: date, month: int, day: int) -> Interval | None:
+    """A day named without its year ("July 4th", "the 10th of June"): the one nearest the anchor,
+    before or after. People name such days within months of when they speak, of plans as of the past;
+    a day a year away would be named with its year."""
+    candidates = []
+    for year in (anchor.year - 1, anchor.year, anchor.year + 1):
+        try:
+            candidates.append(date(year, month, day))
+        except ValueError:
+            continue  # 29 February of a common year, or no such day at all
+    if not candidates:
+        return None
+    return Interval.day(min(candidates, key=lambda d: (abs((d - anchor).days), d)))
 
 
 def _month_interval(year: int, month: int) -> Interval:
@@ -286,8 +357,7 @@ def _week_of(day: date) -> Interval:
 
 
 def _shift(anchor: date, g: dict[str, str]) -> Interval | None:
-    count_text = g["count"].lower()
-    count = int(count_text) if count_text.isdigit() else NUMBERS[count_text]
+    count = _count(g["count"])
     if count > 1000:
         return None
     sign = 1 if g["dir"].lower() in ("after", "later", "from now") else -1

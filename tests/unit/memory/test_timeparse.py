@@ -37,6 +37,16 @@ def one(text: str, anchor: date | None = ANCHOR) -> Interval:
         ("in June", date(2022, 6, 1), date(2022, 6, 30)),
         ("last summer", date(2022, 6, 1), date(2022, 8, 31)),
         ("two months before", date(2023, 3, 1), date(2023, 3, 31)),
+        ("my car broke down last Fri on my way", date(2023, 5, 5), date(2023, 5, 5)),
+        ("I joined a new group last Tues.", date(2023, 5, 2), date(2023, 5, 2)),
+        ("we went camping two Fridays ago", date(2023, 4, 28), date(2023, 4, 28)),
+        ("in early June", date(2022, 6, 1), date(2022, 6, 10)),
+        ("by the end of March", date(2023, 3, 21), date(2023, 3, 31)),
+        ("mid-February", date(2023, 2, 11), date(2023, 2, 20)),
+        # A day without its year is the one nearest the text's date, before or after it.
+        ("a party on July 4th", date(2023, 7, 4), date(2023, 7, 4)),
+        ("on the 10th of December", date(2022, 12, 10), date(2022, 12, 10)),
+        ("on Feb 29", date(2024, 2, 29), date(2024, 2, 29)),
     ],
 )
 def test_relative_times_are_read_against_the_texts_own_date(text: str, start: date, end: date) -> None:
@@ -52,6 +62,8 @@ def test_relative_times_are_read_against_the_texts_own_date(text: str, start: da
         ("What did she do in May 2023?", date(2023, 5, 1), date(2023, 5, 31)),
         ("in the summer of 2022", date(2022, 6, 1), date(2022, 8, 31)),
         ("in 2021", date(2021, 1, 1), date(2021, 12, 31)),
+        ("in late August 2022", date(2022, 8, 21), date(2022, 8, 31)),
+        ("at the beginning of May, 2023", date(2023, 5, 1), date(2023, 5, 10)),
     ],
 )
 def test_absolute_dates_need_no_anchor(text: str, start: date, end: date) -> None:
@@ -77,6 +89,14 @@ def test_text_without_times_has_none() -> None:
     assert find_times("I love painting sunsets with my kids", ANCHOR) == []
 
 
+def test_words_that_only_look_like_times_are_none() -> None:
+    # Short weekday names count only as written ("last Fri"); in lower case they are other words.
+    assert find_times("we sat in the sun on wed and on sun", ANCHOR) == []
+    # Beside a number or a part of a month, lower-case "may" is the verb.
+    assert find_times("it may 2x your reach, and too late may be never", ANCHOR) == []
+    assert find_times("the 31st of June", ANCHOR) == []
+
+
 def test_parse_date_reads_a_conversation_timestamp() -> None:
     assert parse_date("1:56 pm on 8 May, 2023") == date(2023, 5, 8)
     assert parse_date("no date here") is None
@@ -100,11 +120,12 @@ _PHRASES = [
     *"last night|This Morning|two weeks ago|a few days before|3 months later|in May|since june|last Sept".split("|"),
     *"8 May 2023|May 8, 2023|2023-05-08|June of 2022|summer 2021|next Friday|on monday|this weekend".split("|"),
     *"last summer|next fall|in 1999|year 2020|yesterday|today|tonight|tomorrow|this evening|past year".split("|"),
+    *"early June|the end of March|mid-October 2022|July 4th|the 4th of July|two Fridays ago".split("|"),
 ]
 _WORDS = [
     *"last past previous this next coming in since on of during year ago before earlier after later".split(),
     *"day days week weeks weekend weekends month months years May may. Sept sep Jun summer 31 2023 8th".split(),
-    *"I went painting Caroline's kids the with ſummer K weekends_ week's nights".split(),
+    *"I went painting Caroline's kids the with ſummer K weekends_ week's nights Fri Tues early late end".split(),
 ]
 _TOKENS = st.sampled_from(_PHRASES + _WORDS).flatmap(lambda t: st.sampled_from([t, t.upper(), t.lower()]))
 _SEPARATORS = st.sampled_from([" ", "  ", ", ", ". ", "\n", "-", "'", "_", ""])
