@@ -68,7 +68,9 @@ class MatchExplanation(Frozen):
     lexical_rank: int | None
     fused: float = Field(description="Weighted reciprocal-rank fusion of the rankings.")
     entities: tuple[str, ...] = Field(default=(), description="Entities the query names that this memory carries.")
-    time: str | None = Field(default=None, description="The time that matched the query's (or its 'when').")
+    time: str | None = Field(
+        default=None, description="The time that matched the query's, or that answers its 'when' or 'how long'."
+    )
     session_bonus: float = Field(default=0.0, description="Score added for support from its session.")
     expanded: tuple[str, ...] = Field(default=(), description="Expansion words (see the answer's expansions) it holds.")
     stages: tuple[str, ...] = Field(default=(), description="The ranking stages that raised this memory.")

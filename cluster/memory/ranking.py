@@ -12,7 +12,8 @@ text); :func:`rank` orders them and records, per memory, what every stage did to
    below that person's own;
 3. temporal stage: memories whose day, or a time expression in their text read against that day,
    falls in an interval the query names get ``time_boost``; for a "when" question, memories that
-   state a time ("yesterday", "last May") get ``when_boost``: that is where the answer is written;
+   state a time ("yesterday", "last May") get ``when_boost``, and for a "how long" question those
+   that state a length of time ("for 3 years", "since I was 17"): that is where the answer is written;
 4. session evidence: a memory gains ``session_weight`` times the mean score of the best
    ``session_top`` candidates of its session, so facts told together support each other.
 """
@@ -32,12 +33,13 @@ from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.expansion import content_words
 from cluster.memory.policy import RankingPolicy, rrf
-from cluster.memory.timeparse import Interval, TimeMention, find_times, memory_date
+from cluster.memory.timeparse import Interval, TimeMention, find_duration, find_times, memory_date
 
 _WHEN = re.compile(
     r"^\s*when\b|\b(?:what|which)\s+(?:date|day|year|month|week|time)\b|\bhow\s+long\s+ago\b|\bsince\s+when\b",
     re.I,
 )
+_HOW_LONG = re.compile(r"\bhow\s+long\b(?!\s+ago\b)", re.I)
 
 
 class QueryPlan(Frozen):
@@ -46,6 +48,8 @@ class QueryPlan(Frozen):
     entities: tuple[str, ...] = ()
     intervals: tuple[Interval, ...] = ()
     asks_when: bool = False
+    asks_duration: bool = False
+    """A "how long" question: memories that state a length of time hold its answer."""
     expansions: tuple[tuple[str, float], ...] = ()
     """The owner's words that stand in for the query's, each with its similarity (see expansion.py)."""
 
@@ -121,7 +125,7 @@ def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
     return bool(
         (plan.entities and policy.entity_boost > 0)
         or (plan.intervals and policy.time_boost > 0)
-        or (plan.asks_when and policy.when_boost > 0)
+        or ((plan.asks_when or plan.asks_duration) and policy.when_boost > 0)
         or (plan.expansions and policy.expansion_weight > 0)
         or policy.session_weight > 0
     )
@@ -169,6 +173,7 @@ def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
         entities=vocabulary.named_in(query),
         intervals=tuple(m.interval for m in find_times(query, today)),
         asks_when=_WHEN.search(query) is not None,
+        asks_duration=_HOW_LONG.search(query) is not None,
     )
 
 
@@ -206,7 +211,7 @@ def rank(
     # One pass over the candidates, with what each stage needs decided once per query.
     wanted = {e.lower() for e in plan.entities}
     entity_factor = 1.0 + policy.entity_boost
-    reads_times = _reads_times(plan)
+    reads_times = _reads_times(plan) or plan.asks_duration
     time_factor = 1.0 + (policy.time_boost if plan.intervals else policy.when_boost)
     by_session = policy.session_weight > 0
     staged: list[_Staged] = []
@@ -265,15 +270,19 @@ def _expansion_ranking(matched: Mapping[int, tuple[str, ...]], plan: QueryPlan) 
 
 
 def _time_match(fact: CandidateFacts, plan: QueryPlan) -> str | None:
-    """The phrase that puts the memory in the query's time, or (for "when") the time it states."""
-    if not _reads_times(plan):
-        return None
-    mentions = _mentions(fact.text, fact.day)
+    """The phrase that puts the memory in the query's time, or the time it states (for "when"), or
+    the length of time it states (for "how long")."""
     if plan.intervals:
         if any(Interval.day(fact.day).overlaps(i) for i in plan.intervals):
             return "memory date"
+        mentions = _mentions(fact.text, fact.day)
         return next((m.phrase for m in mentions if any(m.interval.overlaps(i) for i in plan.intervals)), None)
-    return mentions[0].phrase if mentions else None
+    if plan.asks_when:
+        mentions = _mentions(fact.text, fact.day)
+        return mentions[0].phrase if mentions else None
+    if plan.asks_duration:
+        return find_duration(fact.text)
+    return None
 
 
 @lru_cache(maxsize=16_384)

@@ -105,6 +105,15 @@ _PATTERNS = (
     _DAY_WORD,
 )
 
+# A length of time, as an answer to "how long": "for 3 years", "seven years now", "30-60 seconds",
+# "since I was 17", "all my life". Not an interval: it says how long, not when.
+_DURATION = re.compile(
+    rf"\b{_COUNT}(?:\s*[-–]\s*\d+)?\s+(?:second|minute|hour|day|week|month|year|decade)s?\b"
+    r"|\bsince\s+(?:I|we|he|she|they)\s+(?:was|were)\b"
+    r"|\b(?:all|most)\s+(?:of\s+)?(?:my|his|her|our|their)\s+life\b",
+    re.I,
+)
+
 # What each pattern cannot match without: a year ("19xx" or "20xx"), and/or one of a set of whole
 # words, taken from the words the pattern is built of. Most memories name no time at all, and a
 # query ranks a couple of hundred of them, each read once per process: skipping the patterns a text
@@ -204,6 +213,12 @@ def _patterns_for(text: str) -> tuple[re.Pattern[str], ...]:
         return (year or not needs_year) and (needs_word is None or not needs_word.isdisjoint(words))
 
     return tuple(p for p in _PATTERNS if possible(p))
+
+
+def find_duration(text: str) -> str | None:
+    """The first phrase of ``text`` that states a length of time ("for 3 years", "since I was 17"), if any."""
+    match = _DURATION.search(text)
+    return match.group(0) if match else None
 
 
 @lru_cache(maxsize=4096)

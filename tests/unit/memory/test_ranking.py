@@ -68,6 +68,22 @@ def test_a_when_question_prefers_memories_that_state_a_time() -> None:
     assert ranked[0].time == "yesterday"
 
 
+def test_a_how_long_question_prefers_memories_that_state_a_length_of_time() -> None:
+    plan = plan_query("How long has Nate had his turtles?", Vocabulary(["Nate"]), DAY)
+    assert plan.asks_duration
+    assert not plan.asks_when
+    assert not plan_query("How long ago did Nate get turtles?", Vocabulary([]), DAY).asks_duration
+    facts = {
+        1: fact(1, text="Turtles bring me joy and peace", speaker="Nate"),
+        2: fact(2, text="I've had them for 3 years now!", speaker="Nate"),
+        3: fact(3, text="Since I was 17 or so I have painted", speaker="Nate"),
+    }
+    ranked = rank([1, 2, 3], [1, 2, 3], facts, plan, only(when_boost=1.0))
+    assert [r.seq for r in ranked] == [2, 3, 1]
+    assert [r.time for r in ranked] == ["3 years", "Since I was", None]
+    assert "time" in stages_of(ranked[0], True, True)
+
+
 def test_session_evidence_lifts_a_memory_whose_session_holds_other_good_candidates() -> None:
     facts = {1: fact(1, session="a"), 2: fact(2, session="b"), 3: fact(3, session="b"), 4: fact(4, session="b")}
     plan = QueryPlan()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.memory.timeparse import Interval, find_times, memory_date, parse_date, scan
+from cluster.memory.timeparse import Interval, find_duration, find_times, memory_date, parse_date, scan
 
 # A Tuesday.
 ANCHOR = date(2023, 5, 9)
@@ -145,3 +145,20 @@ def test_every_kind_of_phrase_is_still_found_in_any_case(phrase: str) -> None:
     for variant in (phrase, phrase.upper(), phrase.lower()):
         text = f"Well, {variant} we painted."
         assert find_times(text, ANCHOR) == scan(text, ANCHOR) != []
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("I've known these friends for 4 years, since I moved", "4 years"),
+        ("Seven years now, and I've finally found my muses", "Seven years"),
+        ("I typically hold it for 30-60 seconds", "30-60 seconds"),
+        ("I've been playing for about four months now", "four months"),
+        ("Since I was 17 or so", "Since I was"),
+        ("I have lived here all my life", "all my life"),
+        ("I love painting sunsets with my kids", None),
+        ("Turtles are my favourite animals", None),
+    ],
+)
+def test_a_length_of_time_is_found_as_written(text: str, phrase: str | None) -> None:
+    assert find_duration(text) == phrase
