@@ -208,6 +208,10 @@ def rank(
     skip every stage but fusion."""
     matched = _expansion_matches(dense, lexical, facts, plan) if policy.expansion_weight > 0 else {}
     fused = fuse(dense, lexical, policy, _expansion_ranking(matched, plan))
+    if plan.intervals and plan.asks_when and not any(_time_match(facts[s], plan) for s in fused if s in facts):
+        # A time no candidate falls in says nothing about them ("When did she go camping in June?"
+        # asked years after the conversation reads as this June): what answers "when" still does.
+        plan = plan.model_copy(update={"intervals": ()})
     # One pass over the candidates, with what each stage needs decided once per query.
     wanted = {e.lower() for e in plan.entities}
     entity_factor = 1.0 + policy.entity_boost

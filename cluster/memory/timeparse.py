@@ -70,9 +70,11 @@ _PART = r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end)\s+of)"
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
-_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I)
-_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.I)
+# "8 May, 2023", "May 8 2023", "December 1,2023": a comma, a space or both before the year.
+_TO_YEAR = r"(?:,\s*|\s+)"
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_TO_YEAR}{_YEAR}\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY}{_TO_YEAR}{_YEAR}\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH}{_TO_YEAR}(?:of\s+)?{_YEAR}\b", re.I)
 _SEASON_YEAR = re.compile(rf"\b{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I)
 _MONTH_PART = re.compile(rf"\b{_PART}[\s-]+{_MONTH}(?:,?\s+{_YEAR})?\b", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b", re.I)

@@ -68,6 +68,23 @@ def test_a_when_question_prefers_memories_that_state_a_time() -> None:
     assert ranked[0].time == "yesterday"
 
 
+def test_a_when_question_whose_time_no_candidate_falls_in_still_prefers_memories_that_state_a_time() -> None:
+    facts = {
+        1: fact(1, text="We love camping with the kids", day=date(2023, 7, 1)),
+        2: fact(2, text="We went camping two weekends ago", day=date(2023, 7, 1)),
+    }
+    june = Interval(start=date(2026, 6, 1), end=date(2026, 6, 30))  # "in June", asked in 2026
+    ranked = rank([1, 2], [1, 2], facts, QueryPlan(intervals=(june,), asks_when=True), only(when_boost=1.0))
+    assert [r.seq for r in ranked] == [2, 1]
+    assert ranked[0].time == "two weekends ago"
+    # When a candidate does fall in the asked time, that is what counts.
+    in_june = {**facts, 3: fact(3, text="Camping!", day=date(2026, 6, 5))}
+    plan = QueryPlan(intervals=(june,), asks_when=True)
+    ranked = rank([1, 2, 3], [1, 2, 3], in_june, plan, only(time_boost=1.0, when_boost=1.0))
+    assert (ranked[0].seq, ranked[0].time) == (3, "memory date")
+    assert ranked[1].time is None
+
+
 def test_a_how_long_question_prefers_memories_that_state_a_length_of_time() -> None:
     plan = plan_query("How long has Nate had his turtles?", Vocabulary(["Nate"]), DAY)
     assert plan.asks_duration

@@ -63,6 +63,7 @@ def test_relative_times_are_read_against_the_texts_own_date(text: str, start: da
         ("in the summer of 2022", date(2022, 6, 1), date(2022, 8, 31)),
         ("in 2021", date(2021, 1, 1), date(2021, 12, 31)),
         ("in late August 2022", date(2022, 8, 21), date(2022, 8, 31)),
+        ("the forest picture shared on December 1,2023", date(2023, 12, 1), date(2023, 12, 1)),
         ("at the beginning of May, 2023", date(2023, 5, 1), date(2023, 5, 10)),
     ],
 )
