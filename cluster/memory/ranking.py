@@ -168,10 +168,17 @@ def facts_of(
 
 
 def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
-    """Recognise the entities, time intervals and "when" of a query (relative times read against ``today``)."""
+    """Recognise the entities, time intervals and "when" of a query.
+
+    Relative times are read against the one calendar day the query names, if it names exactly one
+    ("two weeks before August 11, 2023", "last week, as mentioned on 6 November 2023"), else
+    against ``today``.
+    """
+    days = {m.interval.start for m in find_times(query, None) if m.interval.days == 1}
+    anchor = days.pop() if len(days) == 1 else today
     return QueryPlan(
         entities=vocabulary.named_in(query),
-        intervals=tuple(m.interval for m in find_times(query, today)),
+        intervals=tuple(m.interval for m in find_times(query, anchor)),
         asks_when=_WHEN.search(query) is not None,
         asks_duration=_HOW_LONG.search(query) is not None,
     )

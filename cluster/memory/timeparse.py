@@ -79,6 +79,7 @@ _SEASON_YEAR = re.compile(rf"\b{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I)
 _MONTH_PART = re.compile(rf"\b{_PART}[\s-]+{_MONTH}(?:,?\s+{_YEAR})?\b", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b", re.I)
 _DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b", re.I)
+_BEFORE = re.compile(rf"\bthe\s+(?:{_WEEKDAY}|{_UNIT})\s+before\b", re.I)
 _WEEKDAYS_AGO = re.compile(rf"\b{_COUNT}\s+{_WEEKDAY}s\s+ago\b", re.I)
 _SHIFT = re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+(?P<dir>ago|before|earlier|after|later|from now)\b", re.I)
 _REL_UNIT = re.compile(rf"\b(?P<which>last|past|previous|this|next|coming)\s+{_UNIT}\b", re.I)
@@ -99,6 +100,7 @@ _PATTERNS = (
     _MONTH_DAY,
     _DAY_MONTH,
     _REL_UNIT,
+    _BEFORE,
     _WEEKDAYS_AGO,
     _REL_WEEKDAY,
     _REL_MONTH,
@@ -135,6 +137,7 @@ _NEEDS: dict[re.Pattern[str], tuple[bool, frozenset[str] | None]] = {
     _MONTH_DAY: (False, _MONTH_WORDS),
     _DAY_MONTH: (False, _MONTH_WORDS),
     _REL_UNIT: (False, _UNIT_WORDS),
+    _BEFORE: (False, frozenset({"before"})),
     _WEEKDAYS_AGO: (False, frozenset({"ago"})),
     _REL_WEEKDAY: (False, frozenset(WEEKDAYS) | {a.lower() for a in WEEKDAY_ABBR}),
     _REL_MONTH: (False, _MONTH_WORDS),
@@ -288,6 +291,10 @@ def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | Non
         return None
     if pattern in (_MONTH_DAY, _DAY_MONTH):
         return _nearest_day(anchor, _month(g["month"]), int(g["day"]))
+    if pattern is _BEFORE:  # "the Sunday before", "the week before": the last one before the anchor
+        if "weekday" in g:
+            return _relative_weekday(anchor, "last", _weekday(g["weekday"]))
+        return _relative_unit(anchor, "last", g["unit"].lower())
     if pattern is _WEEKDAYS_AGO:
         count = _count(g["count"])
         last = _relative_weekday(anchor, "last", _weekday(g["weekday"])).start

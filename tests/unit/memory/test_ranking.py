@@ -31,6 +31,18 @@ def test_plan_query_recognises_entities_times_and_when() -> None:
     assert not plan_query("What did Jon paint?", Vocabulary(["Gina"]), DAY).asks_when
 
 
+def test_a_query_reads_its_relative_times_against_the_one_day_it_names() -> None:
+    vocabulary = Vocabulary(["Maria"])
+    puppy = plan_query("What puppy did Maria get two days before August 11, 2023?", vocabulary, DAY)
+    assert puppy.intervals == (Interval.day(date(2023, 8, 9)), Interval.day(date(2023, 8, 11)))
+    sunday = plan_query("What did Maria see the Sunday before October 25, 2022?", vocabulary, DAY)
+    assert sunday.intervals[0] == Interval.day(date(2022, 10, 23))
+    # Without one named day, relative times are read against today.
+    assert plan_query("What did Maria do last week?", vocabulary, DAY).intervals == (
+        Interval(start=date(2023, 5, 1), end=date(2023, 5, 7)),
+    )
+
+
 def test_fusion_alone_orders_by_reciprocal_rank() -> None:
     ranked = rank([1, 2], [2, 3], {}, QueryPlan(), FUSION_ONLY)
     assert [r.seq for r in ranked] == [2, 3, 1]

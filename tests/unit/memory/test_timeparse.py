@@ -47,6 +47,8 @@ def one(text: str, anchor: date | None = ANCHOR) -> Interval:
         ("a party on July 4th", date(2023, 7, 4), date(2023, 7, 4)),
         ("on the 10th of December", date(2022, 12, 10), date(2022, 12, 10)),
         ("on Feb 29", date(2024, 2, 29), date(2024, 2, 29)),
+        ("the Sunday before", date(2023, 5, 7), date(2023, 5, 7)),
+        ("the week before", date(2023, 5, 1), date(2023, 5, 7)),
     ],
 )
 def test_relative_times_are_read_against_the_texts_own_date(text: str, start: date, end: date) -> None:
@@ -121,7 +123,9 @@ _PHRASES = [
     *"last night|This Morning|two weeks ago|a few days before|3 months later|in May|since june|last Sept".split("|"),
     *"8 May 2023|May 8, 2023|2023-05-08|June of 2022|summer 2021|next Friday|on monday|this weekend".split("|"),
     *"last summer|next fall|in 1999|year 2020|yesterday|today|tonight|tomorrow|this evening|past year".split("|"),
-    *"early June|the end of March|mid-October 2022|July 4th|the 4th of July|two Fridays ago".split("|"),
+    *"early June|the end of March|mid-October 2022|July 4th|the 4th of July|two Fridays ago|the Sunday before".split(
+        "|"
+    ),
 ]
 _WORDS = [
     *"last past previous this next coming in since on of during year ago before earlier after later".split(),
