@@ -47,6 +47,9 @@ class QueryPlan(Frozen):
 
     entities: tuple[str, ...] = ()
     intervals: tuple[Interval, ...] = ()
+    yearless: tuple[Interval, ...] = ()
+    """Times named without a year ("in May", "on Aug 15th"), as read today: the question does not
+    say which year, so the ranking reads them in each year its candidates span."""
     asks_when: bool = False
     asks_duration: bool = False
     """A "how long" question: memories that state a length of time hold its answer."""
@@ -124,7 +127,7 @@ def needs_facts(plan: QueryPlan, policy: RankingPolicy) -> bool:
     """Will a stage after fusion read the candidates' facts? If not, the SQL read is saved."""
     return bool(
         (plan.entities and policy.entity_boost > 0)
-        or (plan.intervals and policy.time_boost > 0)
+        or ((plan.intervals or plan.yearless) and policy.time_boost > 0)
         or ((plan.asks_when or plan.asks_duration) and policy.when_boost > 0)
         or (plan.expansions and policy.expansion_weight > 0)
         or policy.session_weight > 0
@@ -144,7 +147,7 @@ def read_ahead(facts: Iterable[CandidateFacts], plan: QueryPlan) -> None:
 
 def _reads_times(plan: QueryPlan) -> bool:
     """Does the temporal stage read the candidates' time expressions for this query?"""
-    return bool(plan.intervals) or plan.asks_when
+    return bool(plan.intervals or plan.yearless) or plan.asks_when
 
 
 #: Metadata keys that name the session (conversation) a memory was told in.
@@ -176,9 +179,11 @@ def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
     """
     days = {m.interval.start for m in find_times(query, None) if m.interval.days == 1}
     anchor = days.pop() if len(days) == 1 else today
+    mentions = find_times(query, anchor)
     return QueryPlan(
         entities=vocabulary.named_in(query),
-        intervals=tuple(m.interval for m in find_times(query, anchor)),
+        intervals=tuple(m.interval for m in mentions if not m.yearless),
+        yearless=tuple(m.interval for m in mentions if m.yearless),
         asks_when=_WHEN.search(query) is not None,
         asks_duration=_HOW_LONG.search(query) is not None,
     )
@@ -215,6 +220,8 @@ def rank(
     skip every stage but fusion."""
     matched = _expansion_matches(dense, lexical, facts, plan) if policy.expansion_weight > 0 else {}
     fused = fuse(dense, lexical, policy, _expansion_ranking(matched, plan))
+    if plan.yearless:
+        plan = _in_candidate_years(plan, facts.values())
     if plan.intervals and plan.asks_when and not any(_time_match(facts[s], plan) for s in fused if s in facts):
         # A time no candidate falls in says nothing about them ("When did she go camping in June?"
         # asked years after the conversation reads as this June): what answers "when" still does.
@@ -254,6 +261,22 @@ def rank(
         extra = bonus[group] if group is not None else 0.0
         ranked.append(Ranked(seq, score + extra, base, named, time, extra, matched.get(seq, ())))
     return ranked
+
+
+def _in_candidate_years(plan: QueryPlan, facts: Iterable[CandidateFacts]) -> QueryPlan:
+    """The plan with its yearless times read in every year from the one before the candidates'
+    first day to that of their last (a memory may speak of last year's May)."""
+    years = {fact.day.year for fact in facts}
+    if not years:
+        return plan.model_copy(update={"intervals": plan.intervals + plan.yearless, "yearless": ()})
+    moved = []
+    for interval in plan.yearless:
+        for year in range(min(years) - 1, max(years) + 1):
+            try:
+                moved.append(Interval(start=interval.start.replace(year=year), end=interval.end.replace(year=year)))
+            except ValueError:
+                continue  # 29 February of a common year
+    return plan.model_copy(update={"intervals": plan.intervals + tuple(moved), "yearless": ()})
 
 
 def _expansion_matches(

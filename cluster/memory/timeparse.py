@@ -177,6 +177,8 @@ class TimeMention(Frozen):
 
     phrase: str
     interval: Interval
+    yearless: bool = False
+    """Named without a year ("in May", "July 4th"): ``interval`` is the nearest or latest such one."""
 
 
 def find_times(text: str, anchor: date | None) -> list[TimeMention]:
@@ -201,7 +203,8 @@ def scan(text: str, anchor: date | None, patterns: Iterable[re.Pattern[str]] = _
             if interval is None:
                 continue
             taken.append((start, end))
-            found.append((start, TimeMention(phrase=match.group(0), interval=interval)))
+            mention = TimeMention(phrase=match.group(0), interval=interval, yearless=_yearless(pattern, match))
+            found.append((start, mention))
     return [mention for _, mention in sorted(found, key=lambda item: item[0])]
 
 
@@ -271,6 +274,15 @@ def _date_keys(metadata: Mapping[str, Any]) -> Iterable[str]:
 
 
 def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -> Interval | None:
+    try:
+        return _read(pattern, match, anchor)
+    except KeyError:
+        # Matched only under Unicode case folding ("İn May", "thİs week"): its words spell no name
+        # the tables know, so it is no mention.
+        return None
+
+
+def _read(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -> Interval | None:
     g = {k: v for k, v in match.groupdict().items() if v is not None}
     try:
         if pattern in (_ISO, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
@@ -294,7 +306,7 @@ def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | Non
     if pattern is _BEFORE:  # "the Sunday before", "the week before": the last one before the anchor
         if "weekday" in g:
             return _relative_weekday(anchor, "last", _weekday(g["weekday"]))
-        return _relative_unit(anchor, "last", g["unit"].lower())
+        return _relative_unit(anchor, "last", g["unit"].casefold())
     if pattern is _WEEKDAYS_AGO:
         count = _count(g["count"])
         last = _relative_weekday(anchor, "last", _weekday(g["weekday"])).start
@@ -302,31 +314,40 @@ def _interval(pattern: re.Pattern[str], match: re.Match[str], anchor: date | Non
     if pattern is _SHIFT:
         return _shift(anchor, g)
     if pattern is _REL_UNIT:
-        return _relative_unit(anchor, g["which"].lower(), g["unit"].lower())
+        return _relative_unit(anchor, g["which"].casefold(), g["unit"].casefold())
     if pattern is _REL_WEEKDAY:
-        return _relative_weekday(anchor, g["which"].lower(), _weekday(g["weekday"]))
+        return _relative_weekday(anchor, g["which"].casefold(), _weekday(g["weekday"]))
     if pattern is _REL_MONTH:
-        return _relative_month(anchor, g["which"].lower(), _month(g["month"]))
+        return _relative_month(anchor, g["which"].casefold(), _month(g["month"]))
     if pattern is _REL_SEASON:
-        shift = {"last": -1, "this": 0, "next": 1}[g["which"].lower()]
+        shift = {"last": -1, "this": 0, "next": 1}[g["which"].casefold()]
         return _season_interval(anchor.year + shift, g["season"])
     if pattern is _DAY_WORD:
-        word = g["word"].lower()
+        word = g["word"].casefold()
         offset = {"yesterday": -1, "last night": -1, "tomorrow": 1}.get(word, 0)
         return Interval.day(anchor + timedelta(days=offset))
     return None
 
 
+def _yearless(pattern: re.Pattern[str], match: re.Match[str]) -> bool:
+    """Does the match name a month or a day without its year (not "last May": that one is relative)?"""
+    if pattern in (_MONTH_DAY, _DAY_MONTH):
+        return True
+    if pattern is _MONTH_PART:
+        return match.group("year") is None
+    return pattern is _REL_MONTH and match.group("which").casefold() == "in"
+
+
 def _month(name: str) -> int:
-    return int(name) if name.isdigit() else MONTHS[name.lower().rstrip(".")]
+    return int(name) if name.isdigit() else MONTHS[name.casefold().rstrip(".")]
 
 
 def _weekday(name: str) -> int:
-    return WEEKDAY_ABBR[name] if name in WEEKDAY_ABBR else WEEKDAYS[name.lower()]
+    return WEEKDAY_ABBR[name] if name in WEEKDAY_ABBR else WEEKDAYS[name.casefold()]
 
 
 def _count(text: str) -> int:
-    return int(text) if text.isdigit() else NUMBERS[text.lower()]
+    return int(text) if text.isdigit() else NUMBERS[text.casefold()]
 
 
 def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
@@ -339,7 +360,7 @@ def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
         year = _relative_month(anchor, "in", month).start.year
     else:
         return None
-    words = g["part"].lower().split()  # "late", or "the end of"
+    words = g["part"].casefold().split()  # "late", or "the end of"
     first, last = MONTH_PARTS[words[1] if len(words) > 1 else words[0]]
     whole = _month_interval(year, month)
     return Interval(start=whole.start.replace(day=first), end=whole.end.replace(day=min(last, whole.end.day)))
@@ -365,7 +386,7 @@ def _month_interval(year: int, month: int) -> Interval:
 
 
 def _season_interval(year: int, season: str) -> Interval:
-    first, last = SEASONS[season.lower()]
+    first, last = SEASONS[season.casefold()]
     return Interval(start=date(year, first, 1), end=_month_interval(year, last).end)
 
 
@@ -384,8 +405,8 @@ def _shift(anchor: date, g: dict[str, str]) -> Interval | None:
     count = _count(g["count"])
     if count > 1000:
         return None
-    sign = 1 if g["dir"].lower() in ("after", "later", "from now") else -1
-    unit = g["unit"].lower()
+    sign = 1 if g["dir"].casefold() in ("after", "later", "from now") else -1
+    unit = g["unit"].casefold()
     if unit == "day":
         return Interval.day(anchor + timedelta(days=sign * count))
     if unit in ("week", "weekend"):

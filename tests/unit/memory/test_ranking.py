@@ -97,6 +97,19 @@ def test_a_when_question_whose_time_no_candidate_falls_in_still_prefers_memories
     assert ranked[1].time is None
 
 
+def test_a_time_named_without_its_year_is_read_in_the_candidates_years() -> None:
+    plan = plan_query("Which outdoor spot did Joanna visit in May?", Vocabulary(["Joanna"]), DAY)
+    assert plan.intervals == ()
+    assert plan.yearless == (Interval(start=date(2023, 5, 1), end=date(2023, 5, 31)),)
+    assert plan_query("What did Joanna do last May?", Vocabulary([]), DAY).yearless == ()
+    facts = {
+        1: fact(1, text="We hiked to a lake", day=date(2021, 8, 2)),
+        2: fact(2, text="I took this photo at Whispering Falls", day=date(2021, 5, 20)),
+    }
+    ranked = rank([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
+    assert [(r.seq, r.time) for r in ranked] == [(2, "memory date"), (1, None)]
+
+
 def test_a_how_long_question_prefers_memories_that_state_a_length_of_time() -> None:
     plan = plan_query("How long has Nate had his turtles?", Vocabulary(["Nate"]), DAY)
     assert plan.asks_duration

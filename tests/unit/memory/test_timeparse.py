@@ -167,3 +167,22 @@ def test_every_kind_of_phrase_is_still_found_in_any_case(phrase: str) -> None:
 )
 def test_a_length_of_time_is_found_as_written(text: str, phrase: str | None) -> None:
     assert find_duration(text) == phrase
+
+
+def test_a_month_or_day_named_without_its_year_is_marked_so() -> None:
+    found = find_times("in May; on July 4th; in early June; last May; in May 2023; since May", ANCHOR)
+    assert [(m.phrase, m.yearless) for m in found] == [
+        ("in May", True),
+        ("July 4th", True),
+        ("early June", True),
+        ("last May", False),
+        ("May 2023", False),
+        ("since May", False),
+    ]
+
+
+def test_letters_that_match_only_under_unicode_case_folding_never_fail_a_read() -> None:
+    # The long s and the Kelvin sign fold to "s" and "k"; a dotted capital I folds to two letters.
+    assert [m.phrase for m in find_times("ſummer 2023, two weeKs ago", ANCHOR)] == ["ſummer 2023", "two weeKs ago"]
+    assert find_times("thİs week", ANCHOR) == []
+    assert parse_date("8 İune 2023") is None
