@@ -27,9 +27,11 @@ WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 #: Short weekday names, matched only as written here ("last Fri"): in lower case "sat", "sun" and
 #: "wed" are other words.
 WEEKDAY_ABBR = {"Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4, "Sat": 5, "Sun": 6}
-#: Parts of a month, as days: early June is the 1st to the 10th.
+#: Parts of a month, as days: early June is the 1st to the 10th, the second week of June the 8th to the 14th.
 MONTH_PARTS = {"early": (1, 10), "start": (1, 10), "beginning": (1, 10), "mid": (11, 20), "middle": (11, 20)}
-MONTH_PARTS |= {"late": (21, 31), "end": (21, 31)}
+MONTH_PARTS |= {"late": (21, 31), "end": (21, 31), "first half": (1, 15), "second half": (16, 31)}
+MONTH_PARTS |= {"first week": (1, 7), "second week": (8, 14), "third week": (15, 21), "fourth week": (22, 28)}
+MONTH_PARTS |= {"last week": (22, 31)}
 NUMBERS = {
     "a": 1,
     "an": 1,
@@ -66,7 +68,10 @@ _SEASON = r"(?P<season>" + "|".join(SEASONS) + r")"
 _WEEKDAY = (
     r"(?P<weekday>" + "|".join(WEEKDAYS) + r"|(?-i:" + "|".join(sorted(WEEKDAY_ABBR, key=len, reverse=True)) + r"))"
 )
-_PART = r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end)\s+of)"
+_PART = (
+    r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end"
+    r"|(?:first|second|third|fourth|last)\s+week|(?:first|second)\s+half)\s+of)"
+)
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
@@ -351,8 +356,9 @@ def _count(text: str) -> int:
 
 
 def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
-    """ "early June" (1st-10th), "mid June", "late June", "the end of June" (21st-last): of the year
-    given, else of the latest such month not after the anchor."""
+    """ "early June" (1st-10th), "mid June", "late June", "the end of June" (21st-last), "the second
+    week of June" (8th-14th), "the first half of June": of the year given, else of the latest such
+    month not after the anchor."""
     month = _month(g["month"])
     if "year" in g:
         year = int(g["year"])
@@ -360,8 +366,8 @@ def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
         year = _relative_month(anchor, "in", month).start.year
     else:
         return None
-    words = g["part"].casefold().split()  # "late", or "the end of"
-    first, last = MONTH_PARTS[words[1] if len(words) > 1 else words[0]]
+    words = g["part"].casefold().split()  # "late", "the end of", "the second week of"
+    first, last = MONTH_PARTS[" ".join(words[1:-1]) if len(words) > 1 else words[0]]
     whole = _month_interval(year, month)
     return Interval(start=whole.start.replace(day=first), end=whole.end.replace(day=min(last, whole.end.day)))
 

@@ -67,6 +67,9 @@ def test_relative_times_are_read_against_the_texts_own_date(text: str, start: da
         ("in late August 2022", date(2022, 8, 21), date(2022, 8, 31)),
         ("the forest picture shared on December 1,2023", date(2023, 12, 1), date(2023, 12, 1)),
         ("at the beginning of May, 2023", date(2023, 5, 1), date(2023, 5, 10)),
+        ("in the second week of November 2022", date(2022, 11, 8), date(2022, 11, 14)),
+        ("the last week of February 2023", date(2023, 2, 22), date(2023, 2, 28)),
+        ("the first half of September 2022", date(2022, 9, 1), date(2022, 9, 15)),
     ],
 )
 def test_absolute_dates_need_no_anchor(text: str, start: date, end: date) -> None:
