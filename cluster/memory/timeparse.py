@@ -91,6 +91,7 @@ _REL_UNIT = re.compile(rf"\b(?P<which>last|past|previous|this|next|coming)\s+{_U
 _REL_WEEKDAY = re.compile(rf"\b(?P<which>last|this|next|on)\s+{_WEEKDAY}\b", re.I)
 _REL_MONTH = re.compile(rf"\b(?P<which>in|last|this|next|since)\s+{_MONTH}(?!\s*[\d,])\b", re.I)
 _REL_SEASON = re.compile(rf"\b(?P<which>last|this|next)\s+{_SEASON}\b", re.I)
+_IN_SEASON = re.compile(rf"\b(?:in|during|over)\s+(?:the\s+)?{_SEASON}\b(?!,?\s+(?:of\s+)?(?:19|20)\d\d)", re.I)
 _YEAR_ALONE = re.compile(r"\b(?:" + "|".join(YEAR_LEADS) + r")\s+" + _YEAR + r"\b", re.I)
 _DAY_WORD = re.compile(r"\b(?P<word>" + "|".join(DAY_WORDS) + r")\b", re.I)
 
@@ -110,6 +111,7 @@ _PATTERNS = (
     _REL_WEEKDAY,
     _REL_MONTH,
     _REL_SEASON,
+    _IN_SEASON,
     _YEAR_ALONE,
     _DAY_WORD,
 )
@@ -147,6 +149,7 @@ _NEEDS: dict[re.Pattern[str], tuple[bool, frozenset[str] | None]] = {
     _REL_WEEKDAY: (False, frozenset(WEEKDAYS) | {a.lower() for a in WEEKDAY_ABBR}),
     _REL_MONTH: (False, _MONTH_WORDS),
     _REL_SEASON: (False, _SEASON_WORDS),
+    _IN_SEASON: (False, _SEASON_WORDS),
     _YEAR_ALONE: (True, frozenset(YEAR_LEADS)),
     _DAY_WORD: (False, frozenset(w.split()[-1] for w in DAY_WORDS)),  # "last night" needs "night"
 }
@@ -327,6 +330,9 @@ def _read(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -
     if pattern is _REL_SEASON:
         shift = {"last": -1, "this": 0, "next": 1}[g["which"].casefold()]
         return _season_interval(anchor.year + shift, g["season"])
+    if pattern is _IN_SEASON:  # "in the summer": the latest one that has begun by the anchor
+        season = _season_interval(anchor.year, g["season"])
+        return season if season.start <= anchor else _season_interval(anchor.year - 1, g["season"])
     if pattern is _DAY_WORD:
         word = g["word"].casefold()
         offset = {"yesterday": -1, "last night": -1, "tomorrow": 1}.get(word, 0)
@@ -336,7 +342,7 @@ def _read(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -
 
 def _yearless(pattern: re.Pattern[str], match: re.Match[str]) -> bool:
     """Does the match name a month or a day without its year (not "last May": that one is relative)?"""
-    if pattern in (_MONTH_DAY, _DAY_MONTH):
+    if pattern in (_MONTH_DAY, _DAY_MONTH, _IN_SEASON):
         return True
     if pattern is _MONTH_PART:
         return match.group("year") is None

@@ -43,6 +43,8 @@ def one(text: str, anchor: date | None = ANCHOR) -> Interval:
         ("in early June", date(2022, 6, 1), date(2022, 6, 10)),
         ("by the end of March", date(2023, 3, 21), date(2023, 3, 31)),
         ("mid-February", date(2023, 2, 11), date(2023, 2, 20)),
+        ("a parade during the summer", date(2022, 6, 1), date(2022, 8, 31)),
+        ("in spring", date(2023, 3, 1), date(2023, 5, 31)),
         # A day without its year is the one nearest the text's date, before or after it.
         ("a party on July 4th", date(2023, 7, 4), date(2023, 7, 4)),
         ("on the 10th of December", date(2022, 12, 10), date(2022, 12, 10)),
@@ -173,7 +175,7 @@ def test_a_length_of_time_is_found_as_written(text: str, phrase: str | None) -> 
 
 
 def test_a_month_or_day_named_without_its_year_is_marked_so() -> None:
-    found = find_times("in May; on July 4th; in early June; last May; in May 2023; since May", ANCHOR)
+    found = find_times("in May; on July 4th; in early June; last May; in May 2023; since May; in the fall", ANCHOR)
     assert [(m.phrase, m.yearless) for m in found] == [
         ("in May", True),
         ("July 4th", True),
@@ -181,6 +183,7 @@ def test_a_month_or_day_named_without_its_year_is_marked_so() -> None:
         ("last May", False),
         ("May 2023", False),
         ("since May", False),
+        ("in the fall", True),
     ]
 
 
