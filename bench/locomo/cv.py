@@ -43,6 +43,7 @@ GRID: dict[str, tuple[Any, ...]] = {
     "dense_weight": (0.4, 0.6, 0.8),
     "entity_boost": (0.0, 0.25, 0.5, 1.0),
     "when_boost": (0.0, 1.0),
+    "time_boost": (1.0, 1.5, 2.0),
     "session_weight": (0.0, 0.25, 0.5),
     "expansion_weight": (0.0, 0.2, 0.4, 0.6),
 }

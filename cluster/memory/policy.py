@@ -326,7 +326,7 @@ class RankingPolicy(Frozen):
         default=False, description="Keep the named entities' words in the lexical query (else the entity stage alone)."
     )
     time_boost: float = Field(
-        default=1.0, ge=0, le=10, description="Score factor (1 + x) for memories in a time the query names."
+        default=1.5, ge=0, le=10, description="Score factor (1 + x) for memories in a time the query names."
     )
     when_boost: float = Field(
         default=1.0, ge=0, le=10, description='Score factor (1 + x) for memories stating a time, for "when" questions.'
