@@ -148,6 +148,37 @@ class MemoryQueryResult(Frozen):
         return self.model_copy(update={"hits": ()})
 
 
+# A query's text shows the first 8 hex digits of each memory's id: the rest cost a model some 20 tokens
+# a line, and among an owner's 100,000 memories another shares a given one's 8 digits about 1 time in 40,000.
+SHORT_ID_DIGITS = 8
+MemoryRef = Annotated[
+    str,
+    Field(
+        min_length=SHORT_ID_DIGITS,
+        max_length=36,
+        pattern=r"^[0-9a-fA-F-]+$",
+        description=f"The memory's id, or its first {SHORT_ID_DIGITS} or more hex digits as memory_query shows them.",
+    ),
+]
+
+
+def short_id(memory_id: uuid.UUID) -> str:
+    """The part of a memory's id a query's text shows (and ``memory_update``/``memory_forget`` take)."""
+    return memory_id.hex[:SHORT_ID_DIGITS]
+
+
+def id_range(ref: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The first and last id a reference can mean: a whole id is its own range, a prefix every id
+    starting with its digits (ids order as their hex digits on both databases)."""
+    digits = ref.replace("-", "").lower()
+    if not SHORT_ID_DIGITS <= len(digits) <= 32 or not set(digits) <= set("0123456789abcdef"):
+        raise ValueError(
+            f"memory_id must be a memory's id or its first {SHORT_ID_DIGITS}+ hex digits as memory_query shows them, "
+            f"got {ref!r}"
+        )
+    return uuid.UUID(digits.ljust(32, "0")), uuid.UUID(digits.ljust(32, "f"))
+
+
 class MemoryUpdate(Frozen):
     """Input of ``memory_update``: a new version of the memory's value (and metadata, if given)."""
 

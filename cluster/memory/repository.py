@@ -261,6 +261,16 @@ class SqlMemoryStore:
             raise NotFound(f"memory {memory_id} not found")
         return _record(row)
 
+    def ids_between(self, session: Session, owner: str, first: uuid.UUID, last: uuid.UUID) -> list[uuid.UUID]:
+        """At most two of the owner's memory ids from ``first`` to ``last`` (two tell a prefix is ambiguous)."""
+        return list(
+            session.scalars(
+                select(MemoryRow.memory_id)
+                .where(MemoryRow.owner == owner, MemoryRow.memory_id.between(first, last))
+                .limit(2)
+            )
+        )
+
     def lineage_seqs(self, session: Session, owner: str, lineage_id: uuid.UUID) -> list[int]:
         return list(
             session.scalars(select(MemoryRow.seq).where(MemoryRow.owner == owner, MemoryRow.lineage_id == lineage_id))

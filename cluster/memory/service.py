@@ -54,6 +54,7 @@ from cluster.memory.models import (
     SessionEnd,
     SessionEndResult,
     Turn,
+    id_range,
     value_text,
 )
 from cluster.memory.policy import (
@@ -396,6 +397,25 @@ class MemoryService:
         self._settle(owner, deletes=seqs)
         logger.info("forgot memory %s (%s versions)", request.memory_id, removed)
         return MemoryForgetResult(memory_id=request.memory_id, removed_versions=removed)
+
+    def memory_id(self, owner: str, ref: str) -> uuid.UUID:
+        """The id a reference names: a whole id as it is, or the one id of the owner's memories that
+        starts with the reference's hex digits (``memory_update`` and ``memory_forget`` take both).
+        Raises ``InvalidInput`` for a malformed or ambiguous reference, ``NotFound`` when none matches."""
+        check_owner(owner)
+        try:
+            first, last = id_range(ref)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        if first == last:
+            return first
+        with self.db.read() as session:
+            found = self.store.ids_between(session, owner, first, last)
+        if not found:
+            raise NotFound(f"no memory has an id starting {ref!r}")
+        if len(found) > 1:
+            raise InvalidInput(f"more than one memory has an id starting {ref!r}: send more digits, or the whole id")
+        return found[0]
 
     def get(self, owner: str, memory_id: uuid.UUID) -> MemoryRecord:
         """One version by id, whatever its state. Raises ``NotFound``."""

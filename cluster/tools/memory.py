@@ -2,7 +2,6 @@
 
 # Annotations stay eager here: the SDK reads them, and some hold values taken from settings.
 import time
-import uuid
 from datetime import datetime, timedelta
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from cluster.memory.models import (
     MemoryObserve,
     MemoryQuery,
     MemoryQueryResult,
+    MemoryRef,
     MemoryUpdate,
     MemoryWrite,
     MemoryWriteResult,
@@ -25,6 +25,7 @@ from cluster.memory.models import (
     SessionEnd,
     SessionEndResult,
     Turn,
+    short_id,
 )
 from cluster.memory.policy import MemoryScope, Ttl
 from cluster.tools.batching import Batcher
@@ -35,8 +36,9 @@ HIT_TEXT_CHARS = 300
 
 
 def _hit_lines(result: MemoryQueryResult) -> str:
-    """What a model reads: one line per memory, its value once (JSON objects compact) and its day,
-    against which a relative time in it ("yesterday") reads."""
+    """What a model reads: one line per memory, its value once (JSON objects compact), its day,
+    against which a relative time in it ("yesterday") reads, and the start of its id, which
+    ``memory_update`` and ``memory_forget`` take."""
     if not result.memories:
         return "No memory matches."
     lines = []
@@ -44,9 +46,8 @@ def _hit_lines(result: MemoryQueryResult) -> str:
         value = memory.value if isinstance(memory.value, str) else canonical_json(memory.value)
         if len(value) > HIT_TEXT_CHARS:
             value = value[: HIT_TEXT_CHARS - 1] + "…"
-        lines.append(
-            f"{i}. [{memory.key}] {' '.join(value.split())} ({memory.day}; id {memory.memory_id}, v{memory.version})"
-        )
+        where = f"{memory.day}; id {short_id(memory.memory_id)}, v{memory.version}"
+        lines.append(f"{i}. [{memory.key}] {' '.join(value.split())} ({where})")
     return "\n".join(lines)
 
 
@@ -56,9 +57,9 @@ def _observed(result: ObserveResult) -> str:
     stored = result.promoted
     if stored is None:
         return f"{again}Logged turn {result.log_id}; it stays raw until a later turn refers back to it."
-    replaces = f", replaces {stored.superseded_id}" if stored.superseded_id else ""
+    replaces = f", replaces {short_id(stored.superseded_id)}" if stored.superseded_id else ""
     reason = result.reason.value.replace("_", " ") if result.reason else "rule"
-    return f"{again}Stored as [{result.key}] ({reason}; id {stored.memory_id}, v{stored.version}{replaces})."
+    return f"{again}Stored as [{result.key}] ({reason}; id {short_id(stored.memory_id)}, v{stored.version}{replaces})."
 
 
 def register_memory_tools(box: Toolbox) -> None:
@@ -113,8 +114,9 @@ def register_memory_tools(box: Toolbox) -> None:
         detail: Annotated[bool, Field(description="Also return whole memories and why each matched.")] = False,
     ) -> Annotated[CallToolResult, MemoryQueryResult]:
         """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
-        The answer is one line per memory: key, value, its day, id and version. With detail, the
-        structured answer adds each memory whole (scope, metadata, lifetime) and why it matched."""
+        The answer is one line per memory: key, value, its day, the start of its id (what
+        memory_update and memory_forget take) and version. With detail, the structured answer adds
+        each memory whole (scope, metadata, lifetime) and why it matched."""
         owner = box.owner(ctx)
         with tool_errors():
             request = MemoryQuery(
@@ -130,24 +132,33 @@ def register_memory_tools(box: Toolbox) -> None:
 
     @box.tool()
     async def memory_update(
-        memory_id: uuid.UUID,
+        memory_id: MemoryRef,
         value: str | dict[str, JsonValue],
         ctx: Context,
         metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
     ) -> MemoryWriteResult:
         """Change a memory's value: makes a new version with the same key, scope and lifetime."""
         owner = box.owner(ctx)
-        with tool_errors():
-            request = MemoryUpdate(memory_id=memory_id, value=value, metadata=metadata)
-        result = await box.call(box.services.memory.apply_update, owner, request)
+        memory = box.services.memory
+
+        def update() -> MemoryWriteResult:
+            request = MemoryUpdate(memory_id=memory.memory_id(owner, memory_id), value=value, metadata=metadata)
+            return memory.apply_update(owner, request)
+
+        result = await box.call(update)
         box.services.metrics.memory_writes.inc()
         return result
 
     @box.tool()
-    async def memory_forget(memory_id: uuid.UUID, ctx: Context) -> MemoryForgetResult:
+    async def memory_forget(memory_id: MemoryRef, ctx: Context) -> MemoryForgetResult:
         """Delete a memory and all its versions, everywhere."""
         owner = box.owner(ctx)
-        return await box.call(box.services.memory.apply_forget, owner, MemoryForget(memory_id=memory_id))
+        memory = box.services.memory
+
+        def forget() -> MemoryForgetResult:
+            return memory.apply_forget(owner, MemoryForget(memory_id=memory.memory_id(owner, memory_id)))
+
+        return await box.call(forget)
 
     @box.tool(
         "Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from mcp import Client
@@ -77,15 +78,35 @@ async def test_a_memory_query_answers_lean_unless_asked_for_detail(client: Clien
     ]
     assert "lexical" in lean["memories"][0]["stages"]
     text = result.content[0].text
-    assert (
-        text == f"1. [D3:4] Caroline: I went to a support group yesterday (2023-05-08; id {written['memory_id']}, v1)"
-    )
+    short = written["memory_id"].replace("-", "")[:8]
+    assert text == f"1. [D3:4] Caroline: I went to a support group yesterday (2023-05-08; id {short}, v1)"
     full = await call(client, "memory_query", {"query": "support group", "detail": True})
     assert full["memories"] == lean["memories"]
     [hit] = full["hits"]
     assert hit["memory"]["metadata"] == metadata
     assert hit["why"]["stages"] == lean["memories"][0]["stages"]
     assert len(json.dumps(lean)) < len(json.dumps(full)) / 2
+
+
+async def test_update_and_forget_take_the_start_of_the_id_a_query_shows(client: Client) -> None:
+    """A model reads only the first 8 hex digits of a memory's id; they are enough to change it."""
+    await call(client, "memory_write", {"key": "timezone", "value": "User lives in Lisbon (UTC+0)"})
+    listed = await client.call_tool("memory_query", {"query": "where does the user live"})
+    short = re.search(r"; id ([0-9a-f]{8}), v1\)$", listed.content[0].text).group(1)
+    assert (listed.structured_content or {})["memories"][0]["memory_id"].startswith(short)
+    updated = await call(client, "memory_update", {"memory_id": short, "value": "Moved to Tokyo"})
+    assert updated["superseded_id"].startswith(short)
+    # Upper case, dashes and any longer prefix name the same memory.
+    longer = updated["memory_id"][:13].upper()
+    assert (await call(client, "memory_forget", {"memory_id": longer}))["memory_id"] == updated["memory_id"]
+    assert (await call(client, "memory_query", {"query": "where does the user live"}))["memories"] == []
+    for ref, message in (("0123abc", "at least 8"), ("0123abcz", "memory_id"), ("--------", "hex digits")):
+        refused = await client.call_tool("memory_forget", {"memory_id": ref})
+        assert refused.is_error
+        assert message in refused.content[0].text, refused.content[0].text
+    gone = await client.call_tool("memory_forget", {"memory_id": short})
+    assert gone.is_error
+    assert f"no memory has an id starting '{short}'" in gone.content[0].text
 
 
 async def test_a_memory_query_answered_from_the_cache_embeds_nothing(client: Client, services: Services) -> None:

@@ -45,7 +45,8 @@ async def test_an_explicit_remember_is_stored_at_once_for_good(client: Client) -
     logged, text = await observe(client, "s1", "Please remember that I am allergic to peanuts")
     assert logged["reason"] == "explicit"
     assert logged["promoted"]["version"] == 1
-    assert text.startswith(f"Stored as [{logged['key']}] (explicit; id {logged['promoted']['memory_id']}")
+    short = logged["promoted"]["memory_id"].replace("-", "")[:8]
+    assert text == f"Stored as [{logged['key']}] (explicit; id {short}, v1)."
     ended = await call(client, "memory_end_session", {"session_id": "s1"})
     assert ended == {"session_id": "s1", "expired": 0}
     assert await values(client, "allergies") == ["Please remember that I am allergic to peanuts"]
@@ -58,7 +59,7 @@ async def test_the_second_state_change_of_the_same_thing_supersedes_the_first(cl
     assert berlin["key"] == paris["key"] == "state:user:moved"
     assert paris["promoted"]["version"] == 2
     assert paris["promoted"]["superseded_id"] == berlin["promoted"]["memory_id"]
-    assert f"replaces {berlin['promoted']['memory_id']}" in text
+    assert f"replaces {berlin['promoted']['memory_id'][:8]})." in text
     assert await values(client, HOME) == ["We moved to Paris last week"]
     history = (await call(client, "memory_query", {"query": HOME, "include_history": True, "detail": True}))["hits"]
     states = {h["memory"]["value"]: (h["memory"]["state"], h["memory"]["version"]) for h in history}

@@ -1,7 +1,7 @@
 """Hypothesis strategies from a tool's JSON schema: arguments it declares valid, and ways to break them.
 
 Covers the part of JSON Schema that pydantic emits for the tools (``type``, ``anyOf``, ``enum``,
-``$ref`` into ``$defs``, string/number/array bounds, ``uuid`` and ``date-time`` formats, objects with
+``$ref`` into ``$defs``, string/number/array bounds, string patterns, ``uuid`` and ``date-time`` formats, objects with
 ``properties``/``required``/``additionalProperties``). hypothesis-jsonschema would do this, but its
 last release (0.23.1) fails against the Hypothesis this project pins; a keyword outside the subset
 fails loudly here rather than being skipped.
@@ -31,6 +31,7 @@ _KNOWN = _IGNORED | {
     "format",
     "minLength",
     "maxLength",
+    "pattern",
     "minimum",
     "maximum",
     "exclusiveMinimum",
@@ -73,7 +74,10 @@ class SchemaStrategies:
             return st.uuids().map(str)
         if node.get("format") == "date-time":
             return st.datetimes(min_value=datetime(1970, 1, 2), timezones=st.just(UTC)).map(datetime.isoformat)
-        return st.text(min_size=node.get("minLength", 0), max_size=min(node.get("maxLength", 40), 40))
+        low, high = node.get("minLength", 0), min(node.get("maxLength", 40), 40)
+        if "pattern" in node:
+            return st.from_regex(node["pattern"], fullmatch=True).filter(lambda text: low <= len(text) <= high)
+        return st.text(min_size=low, max_size=high)
 
     def _integer(self, node: dict[str, Any]) -> st.SearchStrategy[Any]:
         low = node.get("minimum", node.get("exclusiveMinimum", -(2**31) - 1) + 1)

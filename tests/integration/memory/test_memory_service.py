@@ -215,6 +215,31 @@ def test_forget_removes_every_version_from_sql_and_milvus(memory: MemoryService)
         memory.forget("alice", first)
 
 
+def test_the_start_of_an_id_names_the_one_memory_of_its_owner_that_has_it(
+    memory: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ids drawn to share their first 8 hex digits in pairs: what a short id must never guess between.
+    drawn = iter(uuid.UUID(f"abcd1234{n:023x}0") for n in range(1, 1000))
+    monkeypatch.setattr("cluster.memory.service.uuid.uuid4", lambda: next(drawn))
+    cat = memory.write("alice", "pet", "Alice has a cat", now=T0)  # memory ...010, lineage ...020
+    car = memory.write("alice", "car", "Alice drives a blue car", now=T0)  # ...030, ...040
+    monkeypatch.undo()
+    bob = memory.write("bob", "pet", "Bob has a dog", now=T0)
+    assert memory.memory_id("alice", str(cat)) == cat
+    assert memory.memory_id("alice", cat.hex[:31]) == cat  # ...010 and ...030 part at the 31st digit
+    with pytest.raises(InvalidInput, match="more than one memory has an id starting 'abcd1234'"):
+        memory.memory_id("alice", "abcd1234")
+    # Another owner's memories are no match, nor are prefixes of ids nobody has.
+    assert memory.memory_id("bob", bob.hex[:8]) == bob
+    with pytest.raises(NotFound):
+        memory.memory_id("bob", "abcd1234")
+    for malformed in ("abcd123", "abcd123g", "", "-" * 8, "a" * 33):
+        with pytest.raises(InvalidInput, match="memory_id must be"):
+            memory.memory_id("alice", malformed)
+    assert memory.forget("alice", memory.memory_id("alice", car.hex[:32])).memory_id == car
+    assert memory.memory_id("alice", "abcd1234") == cat  # the other is gone: no longer ambiguous
+
+
 def test_unused_memories_are_archived_and_can_be_restored(memory: MemoryService) -> None:
     used = memory.write("alice", "tea", "Alice drinks green tea every morning", now=T0)
     unused = memory.write("alice", "bike", "Alice sold her old bike", now=T0)
