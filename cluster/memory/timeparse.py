@@ -32,6 +32,9 @@ MONTH_PARTS = {"early": (1, 10), "start": (1, 10), "beginning": (1, 10), "mid": 
 MONTH_PARTS |= {"late": (21, 31), "end": (21, 31), "first half": (1, 15), "second half": (16, 31)}
 MONTH_PARTS |= {"first week": (1, 7), "second week": (8, 14), "third week": (15, 21), "fourth week": (22, 28)}
 MONTH_PARTS |= {"last week": (22, 31)}
+#: Parts of a year, as months: early 2023 is January to April, the second half of 2023 July to December.
+YEAR_PARTS = {"early": (1, 4), "start": (1, 4), "beginning": (1, 4), "mid": (5, 8), "middle": (5, 8)}
+YEAR_PARTS |= {"late": (9, 12), "end": (9, 12), "first half": (1, 6), "second half": (7, 12)}
 NUMBERS = {
     "a": 1,
     "an": 1,
@@ -72,6 +75,7 @@ _PART = (
     r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end"
     r"|(?:first|second|third|fourth|last)\s+week|(?:first|second)\s+half)\s+of)"
 )
+_YEAR_PART_WORDS = r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end|(?:first|second)\s+half)\s+of)"
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
@@ -82,6 +86,7 @@ _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY}{_TO_YEAR}{_YEAR}\b", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH}{_TO_YEAR}(?:of\s+)?{_YEAR}\b", re.I)
 _SEASON_YEAR = re.compile(rf"\b{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I)
 _MONTH_PART = re.compile(rf"\b{_PART}[\s-]+{_MONTH}(?:,?\s+{_YEAR})?\b", re.I)
+_YEAR_PART = re.compile(rf"\b{_YEAR_PART_WORDS}[\s-]+{_YEAR}\b", re.I)
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b", re.I)
 _DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b", re.I)
 _BEFORE = re.compile(rf"\bthe\s+(?:{_WEEKDAY}|{_UNIT})\s+before\b", re.I)
@@ -101,6 +106,7 @@ _PATTERNS = (
     _MONTH_DAY_YEAR,
     _SHIFT,
     _MONTH_PART,
+    _YEAR_PART,
     _MONTH_YEAR,
     _SEASON_YEAR,
     _MONTH_DAY,
@@ -139,6 +145,7 @@ _NEEDS: dict[re.Pattern[str], tuple[bool, frozenset[str] | None]] = {
     _MONTH_DAY_YEAR: (True, _MONTH_WORDS),
     _SHIFT: (False, _UNIT_WORDS),
     _MONTH_PART: (False, _MONTH_WORDS),
+    _YEAR_PART: (True, None),
     _MONTH_YEAR: (True, _MONTH_WORDS),
     _SEASON_YEAR: (True, _SEASON_WORDS),
     _MONTH_DAY: (False, _MONTH_WORDS),
@@ -301,6 +308,11 @@ def _read(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -
             return _season_interval(int(g["year"]), g["season"])
         if pattern is _YEAR_ALONE:
             return Interval(start=date(int(g["year"]), 1, 1), end=date(int(g["year"]), 12, 31))
+        if pattern is _YEAR_PART:  # "early 2023", "mid-2022", "the end of 2023", "the first half of 2024"
+            words = g["part"].casefold().split()
+            months = YEAR_PARTS[" ".join(words[1:-1]) if len(words) > 1 else words[0]]
+            year = int(g["year"])
+            return Interval(start=date(year, months[0], 1), end=_month_interval(year, months[1]).end)
     except ValueError:
         return None  # e.g. 31 February: not a day, so not a mention
     if pattern in (_MONTH_PART, _MONTH_DAY, _DAY_MONTH) and g["month"] == "may" and "year" not in g:

@@ -72,6 +72,10 @@ def test_relative_times_are_read_against_the_texts_own_date(text: str, start: da
         ("in the second week of November 2022", date(2022, 11, 8), date(2022, 11, 14)),
         ("the last week of February 2023", date(2023, 2, 22), date(2023, 2, 28)),
         ("the first half of September 2022", date(2022, 9, 1), date(2022, 9, 15)),
+        ("we met in early 2023", date(2023, 1, 1), date(2023, 4, 30)),
+        ("by mid-2022", date(2022, 5, 1), date(2022, 8, 31)),
+        ("until the end of 2021", date(2021, 9, 1), date(2021, 12, 31)),
+        ("the second half of 2024", date(2024, 7, 1), date(2024, 12, 31)),
     ],
 )
 def test_absolute_dates_need_no_anchor(text: str, start: date, end: date) -> None:
@@ -103,6 +107,8 @@ def test_words_that_only_look_like_times_are_none() -> None:
     # Beside a number or a part of a month, lower-case "may" is the verb.
     assert find_times("it may 2x your reach, and too late may be never", ANCHOR) == []
     assert find_times("the 31st of June", ANCHOR) == []
+    # A decade is no part of a year.
+    assert find_times("music of the late 1990s", ANCHOR) == []
 
 
 def test_parse_date_reads_a_conversation_timestamp() -> None:
@@ -131,6 +137,7 @@ _PHRASES = [
     *"early June|the end of March|mid-October 2022|July 4th|the 4th of July|two Fridays ago|the Sunday before".split(
         "|"
     ),
+    *"early 2023|mid-2022|the first half of 2021".split("|"),
 ]
 _WORDS = [
     *"last past previous this next coming in since on of during year ago before earlier after later".split(),
