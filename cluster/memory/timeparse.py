@@ -309,8 +309,7 @@ def _read(pattern: re.Pattern[str], match: re.Match[str], anchor: date | None) -
         if pattern is _YEAR_ALONE:
             return Interval(start=date(int(g["year"]), 1, 1), end=date(int(g["year"]), 12, 31))
         if pattern is _YEAR_PART:  # "early 2023", "mid-2022", "the end of 2023", "the first half of 2024"
-            words = g["part"].casefold().split()
-            months = YEAR_PARTS[" ".join(words[1:-1]) if len(words) > 1 else words[0]]
+            months = YEAR_PARTS[_part_name(g["part"])]
             year = int(g["year"])
             return Interval(start=date(year, months[0], 1), end=_month_interval(year, months[1]).end)
     except ValueError:
@@ -384,10 +383,16 @@ def _month_part(anchor: date | None, g: dict[str, str]) -> Interval | None:
         year = _relative_month(anchor, "in", month).start.year
     else:
         return None
-    words = g["part"].casefold().split()  # "late", "the end of", "the second week of"
-    first, last = MONTH_PARTS[" ".join(words[1:-1]) if len(words) > 1 else words[0]]
+    first, last = MONTH_PARTS[_part_name(g["part"])]
     whole = _month_interval(year, month)
     return Interval(start=whole.start.replace(day=first), end=whole.end.replace(day=min(last, whole.end.day)))
+
+
+def _part_name(phrase: str) -> str:
+    """The key of a part of a month or year as written: "late" -> "late", "the end of" -> "end",
+    "the second week of" -> "second week"."""
+    words = phrase.casefold().split()
+    return " ".join(words[1:-1]) if len(words) > 1 else words[0]
 
 
 def _nearest_day(anchor: date, month: int, day: int) -> Interval | None:

@@ -1,10 +1,10 @@
 """Hypothesis strategies from a tool's JSON schema: arguments it declares valid, and ways to break them.
 
 Covers the part of JSON Schema that pydantic emits for the tools (``type``, ``anyOf``, ``enum``,
-``$ref`` into ``$defs``, string/number/array bounds, string patterns, ``uuid`` and ``date-time`` formats, objects with
-``properties``/``required``/``additionalProperties``). hypothesis-jsonschema would do this, but its
-last release (0.23.1) fails against the Hypothesis this project pins; a keyword outside the subset
-fails loudly here rather than being skipped.
+``$ref`` into ``$defs``, string/number/array bounds, string patterns, ``uuid`` and ``date-time``
+formats, objects with ``properties``/``required``/``additionalProperties``). hypothesis-jsonschema
+would do this, but its last release (0.23.1) fails against the Hypothesis this project pins; a
+keyword outside the subset fails loudly here rather than being skipped.
 """
 
 from __future__ import annotations
