@@ -56,7 +56,8 @@ def _observed(result: ObserveResult) -> str:
     again = "Already logged; nothing written again. " if result.repeated else ""
     stored = result.promoted
     if stored is None:
-        return f"{again}Logged turn {result.log_id}; it stays raw until a later turn refers back to it."
+        # No tool takes a log id (the structured answer has it): the text only says what became of the turn.
+        return f"{again}Logged; it stays raw until a later turn refers back to it."
     replaces = f", replaces {short_id(stored.superseded_id)}" if stored.superseded_id else ""
     reason = result.reason.value.replace("_", " ") if result.reason else "rule"
     return f"{again}Stored as [{result.key}] ({reason}; id {short_id(stored.memory_id)}, v{stored.version}{replaces})."

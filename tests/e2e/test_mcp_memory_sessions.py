@@ -85,7 +85,7 @@ async def test_a_turn_a_later_session_refers_back_to_is_promoted_by_maintenance(
 ) -> None:
     first, text = await observe(client, "s1", "My daughter Alma starts violin lessons in Porto")
     assert first["promoted"] is None
-    assert text == f"Logged turn {first['log_id']}; it stays raw until a later turn refers back to it."
+    assert text == "Logged; it stays raw until a later turn refers back to it."
     assert await values(client, "Alma violin") == []
     await observe(client, "s2", "How did Alma like her violin lessons?")
     # What the maintenance actor runs every maintenance.interval_s; here once, in process.
