@@ -71,11 +71,18 @@ _SEASON = r"(?P<season>" + "|".join(SEASONS) + r")"
 _WEEKDAY = (
     r"(?P<weekday>" + "|".join(WEEKDAYS) + r"|(?-i:" + "|".join(sorted(WEEKDAY_ABBR, key=len, reverse=True)) + r"))"
 )
-_PART = (
-    r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end"
-    r"|(?:first|second|third|fourth|last)\s+week|(?:first|second)\s+half)\s+of)"
-)
-_YEAR_PART_WORDS = r"(?P<part>early|mid|late|the\s+(?:start|beginning|middle|end|(?:first|second)\s+half)\s+of)"
+
+
+def _parts(table: Mapping[str, tuple[int, int]]) -> str:
+    """The parts a table names, as written: "early", "mid", "late" alone, the others as "the … of"
+    ("the end of", "the second week of"); :func:`_part_name` reads them back."""
+    alone = ("early", "mid", "late")
+    named = "|".join(p.replace(" ", r"\s+") for p in sorted(table, key=len, reverse=True) if p not in alone)
+    return r"(?P<part>" + "|".join(alone) + r"|the\s+(?:" + named + r")\s+of)"
+
+
+_PART = _parts(MONTH_PARTS)
+_YEAR_PART_WORDS = _parts(YEAR_PARTS)
 
 # Order matters: the longer, more specific patterns claim their words first.
 _ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b")
