@@ -134,22 +134,18 @@ def load(path: Path) -> list[Conversation]:
     return conversations
 
 
-def neighbour_context(turns: list[Turn], i: int) -> str:
-    """The turns just before and after, in the same session: the question a turn answers, the answer it gets."""
-    around = [turns[j] for j in (i - 1, i + 1) if 0 <= j < len(turns) and turns[j].session == turns[i].session]
-    return "\n".join(t.item_text for t in around)
-
-
 def memory_writes(conv: Conversation, *, with_context: bool = True) -> list[MemoryWrite]:
+    """The turns as any writer sends them: no context, so the service searches each with the turns
+    told beside it in its session (``with_context=False`` sends an empty context: none at all)."""
     return [
         MemoryWrite(
             key=turn.dia_id,
             value=turn.item_text,
             metadata={"session": turn.session, "session_date_time": turn.date_time, "speaker": turn.speaker},
-            context=neighbour_context(conv.turns, i) if with_context else None,
+            context=None if with_context else "",
             source_ids=(turn.dia_id,),
         )
-        for i, turn in enumerate(conv.turns)
+        for turn in conv.turns
     ]
 
 
@@ -303,6 +299,12 @@ def main() -> None:
         for name, change in ABLATIONS.items():
             variant = MemoryService(database, embedder, index, ranking=RankingPolicy(**change))
             results[name] = evaluate(conversations, memory_ranker(variant))
+        # The same turns written one call each, as an agent writes them over MCP (separate owners):
+        # each turn's neighbours must come out as in one batch.
+        for conv in conversations:
+            for write in memory_writes(conv):
+                service.apply_write(conv.sample_id + "#one", write)
+        results["memory (hybrid), one write a turn"] = evaluate(conversations, memory_ranker(service, "#one"))
         # Ablation: the same memories without neighbouring turns as context (separate owners).
         for conv in conversations:
             service.apply_writes(conv.sample_id + "#bare", memory_writes(conv, with_context=False))

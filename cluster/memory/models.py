@@ -33,7 +33,11 @@ class MemoryWrite(Frozen):
     context: Text | None = Field(
         default=None,
         max_length=20_000,
-        description="Surrounding text that helps find the memory (e.g. neighbouring turns); searched, not returned.",
+        description=(
+            "Surrounding text that helps find the memory; searched, not returned. Left out, a memory of a "
+            "conversation (session scope, or a session/conversation/thread id in its metadata) gets the "
+            "memories told just before and after it there; an empty string stores none."
+        ),
     )
 
 

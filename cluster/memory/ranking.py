@@ -158,16 +158,21 @@ def facts_of(
     seq: int, entity: str | None, metadata: Mapping[str, Any], text: str, session_id: str | None, valid_from: datetime
 ) -> CandidateFacts:
     """A candidate's facts from its stored fields: names, own day (metadata date or validity), session."""
-    session = session_id
-    if session is None:
-        session = next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
     return CandidateFacts(
         seq=seq,
         entities=frozenset(entity_values(entity, metadata)),
         text=text,
         day=memory_date(metadata, valid_from),
-        session=session,
+        session=conversation_of(session_id, metadata),
     )
+
+
+def conversation_of(session_id: str | None, metadata: Mapping[str, Any]) -> str | None:
+    """The conversation a memory was told in: its session scope's id, else the first of
+    :data:`SESSION_KEYS` its metadata holds as text or a number."""
+    if session_id is not None:
+        return session_id
+    return next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
 
 
 def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:

@@ -76,6 +76,8 @@ class NewMemory(Frozen):
     entity: str | None
     source_ids: tuple[str, ...]
     context: str | None
+    thread: str | None = Field(default=None, description="The conversation it was told in.")
+    context_derived: bool = Field(default=False, description="Whether ``context`` holds its neighbours' texts.")
     created_at: datetime
     validity: Validity
     activity: float
@@ -112,6 +114,14 @@ class LoggedTurnRow(Frozen):
     status: LogStatus
     memory_id: uuid.UUID | None = None
     evaluated_at: datetime | None = None
+
+
+class Neighbour(NamedTuple):
+    """A memory of a conversation, as the memories told beside it read it."""
+
+    seq: int
+    text: str
+    context_derived: bool
 
 
 class CandidateRow(NamedTuple):
@@ -233,6 +243,8 @@ class SqlMemoryStore:
             "entity": new.entity,
             "source_ids": list(new.source_ids),
             "context": new.context,
+            "thread": new.thread,
+            "context_derived": new.context_derived,
             "created_at": new.created_at,
             "valid_from": new.validity.valid_from,
             "expires_at": new.validity.expires_at,
@@ -281,6 +293,31 @@ class SqlMemoryStore:
             return 0
         result = session.execute(delete(MemoryRow).where(_owned(owner), MemoryRow.seq.in_(list(seqs))))
         return int(getattr(result, "rowcount", 0) or 0)
+
+    def neighbour(self, session: Session, owner: str, thread: str, seq: int | None, *, after: bool) -> Neighbour | None:
+        """The owner's current memory of ``thread`` told just before ``seq`` (its last when ``seq``
+        is None), or with ``after`` just after it."""
+        m = MemoryRow
+        where = [m.owner == owner, m.thread == thread, m.state == MemoryState.CURRENT, m.archived_at.is_(None)]
+        if seq is not None:
+            where.append(m.seq > seq if after else m.seq < seq)
+        order = m.seq.asc() if after else m.seq.desc()
+        stmt = select(m.seq, m.text, m.context_derived).where(*where).order_by(order).limit(1)
+        row = session.execute(stmt).first()
+        return Neighbour(row.seq, row.text, row.context_derived) if row is not None else None
+
+    def threads_of(self, session: Session, owner: str, seqs: Sequence[int]) -> dict[int, str]:
+        """The conversation of those of ``seqs`` that have one."""
+        stmt = select(MemoryRow.seq, MemoryRow.thread).where(
+            _owned(owner), MemoryRow.seq.in_(list(seqs)), MemoryRow.thread.is_not(None)
+        )
+        return {seq: thread for seq, thread in session.execute(stmt) if thread is not None}
+
+    def set_context(self, session: Session, owner: str, seq: int, context: str | None) -> None:
+        """Replace one version's derived context (its full-text document follows)."""
+        session.execute(
+            update(MemoryRow).where(_owned(owner), MemoryRow.seq == seq).values(context=context, context_derived=True)
+        )
 
     def activity_of(self, session: Session, owner: str, seqs: Sequence[int]) -> dict[int, tuple[float, datetime]]:
         """The stored (activity, when it was set) of those of ``seqs`` that still exist."""

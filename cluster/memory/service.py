@@ -57,6 +57,7 @@ from cluster.memory.models import (
     id_range,
     value_text,
 )
+from cluster.memory.neighbours import ThreadWrites, delete_versions
 from cluster.memory.policy import (
     ActivityPolicy,
     LoggedTurn,
@@ -82,6 +83,7 @@ from cluster.memory.ranking import (
     CandidateFacts,
     Candidates,
     Ranked,
+    conversation_of,
     facts_of,
     needs_facts,
     plan_query,
@@ -306,12 +308,18 @@ class MemoryService:
         self.store.bump_generation(session, owner)
         results: list[MemoryWriteResult] = []
         rows: list[VectorRow] = []
-        for request, text, vector, validity in zip(requests, texts, vectors, validities, strict=True):
+        threads = [conversation_of(r.scope.session_id, r.metadata) for r in requests]
+        following = _next_in_thread(threads, texts)
+        neighbours = ThreadWrites(session, self.store, owner)
+        for i, (request, text, vector, validity) in enumerate(zip(requests, texts, vectors, validities, strict=True)):
             previous = self.store.latest(session, owner, request.scope.key, request.key)
             if previous is not None and _repeats(previous, request, validity):
                 # A retried write whose answer was lost: done once, answered with what it made.
                 results.append(MemoryWriteResult(memory_id=previous.record.memory_id, version=previous.record.version))
                 continue
+            # A later version says what changed, not what was said next: only a first joins its conversation.
+            thread = threads[i] if previous is None else None
+            derived = neighbours.context(thread, text, following[i])
             memory_id = uuid.uuid4()
             new = NewMemory(
                 memory_id=memory_id,
@@ -325,7 +333,9 @@ class MemoryService:
                 metadata=request.metadata,
                 entity=request.entity,
                 source_ids=request.source_ids,
-                context=request.context,
+                context=request.context if request.context is not None else derived,
+                thread=thread,
+                context_derived=request.context is None and thread is not None,
                 created_at=now,
                 validity=validity,
                 activity=self.activity.initial,
@@ -342,6 +352,7 @@ class MemoryService:
             rows.append(
                 VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=vector)
             )
+        neighbours.link()
         if rows:
             self.store.queue_index(session, owner, [r.seq for r in rows], IndexOp.UPSERT)
         return results, rows
@@ -391,7 +402,7 @@ class MemoryService:
         with self.db.transaction() as session:
             found = self.store.get(session, owner, request.memory_id)
             seqs = self.store.lineage_seqs(session, owner, found.lineage_id)
-            removed = self.store.delete_seqs(session, owner, seqs)
+            removed = delete_versions(session, self.store, owner, seqs)
             self.store.queue_index(session, owner, seqs, IndexOp.DELETE)
             self.store.bump_generation(session, owner)
         self._settle(owner, deletes=seqs)
@@ -868,7 +879,7 @@ class MemoryService:
             with self.db.transaction() as session:
                 seqs = self.store.expired_seqs(session, who, now)
                 if seqs:
-                    removed += self.store.delete_seqs(session, who, seqs)
+                    removed += delete_versions(session, self.store, who, seqs)
                     self.store.queue_index(session, who, seqs, IndexOp.DELETE)
                     self.store.bump_generation(session, who)
             self._settle(who, deletes=seqs)
@@ -949,6 +960,18 @@ def _repeats(previous: StoredMemory, request: MemoryWrite, validity: Validity) -
         and old.expires_at == validity.expires_at
         and (validity.expires_at is None or old.valid_from == validity.valid_from)
     )
+
+
+def _next_in_thread(threads: Sequence[str | None], texts: Sequence[str]) -> list[str | None]:
+    """Per write, the text of the next write of the same conversation in the batch (if any)."""
+    following: list[str | None] = [None] * len(threads)
+    last: dict[str, int] = {}
+    for i, thread in enumerate(threads):
+        if thread is not None:
+            if thread in last:
+                following[last[thread]] = texts[i]
+            last[thread] = i
+    return following
 
 
 def _version(previous: StoredMemory | None) -> int:

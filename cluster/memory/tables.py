@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, LargeBinary, String, Text, Uuid
+from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, LargeBinary, String, Text, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cluster.memory.policy import LogStatus, MemoryState, ScopeKind
@@ -65,6 +65,10 @@ class MemoryRow(Base):
     entity: Mapped[str | None] = mapped_column(String(200))
     source_ids: Mapped[list[str]] = mapped_column(PortableJSON)
     context: Mapped[str | None] = mapped_column(Text)
+    # The conversation it was told in (see ``ranking.conversation_of``), and whether ``context`` holds
+    # the memories told just before and after it there instead of text its writer sent.
+    thread: Mapped[str | None] = mapped_column(String(200))
+    context_derived: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     valid_from: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
@@ -82,6 +86,7 @@ class MemoryRow(Base):
         Index("ix_memories_owner_entity", "owner", "entity"),
         Index("ix_memories_lineage", "owner", "lineage_id"),
         Index("ix_memories_session", "owner", "session_id"),
+        Index("ix_memories_thread", "owner", "thread", "seq"),
         Index("ix_memories_expires", "expires_at"),
         {"sqlite_autoincrement": True},
     )

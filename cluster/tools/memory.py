@@ -81,7 +81,13 @@ def register_memory_tools(box: Toolbox) -> None:
         ctx: Context,
         scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
         ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
-        metadata: dict[str, JsonValue] | None = None,
+        metadata: Annotated[
+            dict[str, JsonValue] | None,
+            Field(
+                description="Free-form. A session_id ties a conversation's memories together (each is then also "
+                "found by the words of those said beside it); a date gives the day it speaks of."
+            ),
+        ] = None,
         entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
         source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
     ) -> MemoryWriteResult:

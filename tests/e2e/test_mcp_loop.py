@@ -109,6 +109,22 @@ async def test_update_and_forget_take_the_start_of_the_id_a_query_shows(client: 
     assert f"no memory has an id starting '{short}'" in gone.content[0].text
 
 
+async def test_turns_of_one_conversation_are_found_by_the_words_of_the_turns_beside_them(client: Client) -> None:
+    """An agent sends turns with a session id in their metadata, and no context: the service links them."""
+    turns = [
+        "Melanie: What have you been reading lately?",
+        "Caroline: Mostly Becky Chambers, the whole Wayfarers series.",
+        "Melanie: Sounds great. I finally repainted the kitchen.",
+    ]
+    for i, text in enumerate(turns, 1):
+        await call(client, "memory_write", {"key": f"d{i}", "value": text, "metadata": {"session_id": "chat-1"}})
+    found = await call(client, "memory_query", {"query": "what has she been reading lately?"})
+    stages = {m["key"]: m["stages"] for m in found["memories"]}
+    # d2 never says "reading": the question before it does. d3 is not beside d1, so only meaning finds it.
+    assert "lexical" in stages["d2"]
+    assert "lexical" not in stages.get("d3", ())
+
+
 async def test_a_memory_query_answered_from_the_cache_embeds_nothing(client: Client, services: Services) -> None:
     await call(client, "memory_write", {"key": "timezone", "value": "User lives in Lisbon (UTC+0)"})
     embedder = services.memory.embedder

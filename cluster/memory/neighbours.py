@@ -1,0 +1,88 @@
+"""The memories told just before and after one in its conversation, searched as its context.
+
+A turn of a conversation is often found through the turns beside it: the question it answers names
+the topic its own words leave out ("What have you been reading lately?" / "Mostly Becky Chambers").
+A writer may send such ``context`` itself; when it sends none and the memory belongs to a
+conversation (:func:`cluster.memory.ranking.conversation_of`), the service keeps there the texts of
+the current memories told just before and after it. The lexical stage searches context at a third of
+a memory's own text's weight; no answer returns it.
+
+It is kept in step as the conversation goes on: the memory told before a new one gains the new one
+as its next neighbour, and when memories are deleted (forgotten, or purged once expired) the
+neighbours that held their text are derived again from the memories now beside them. Neighbours are
+the conversation's current, unarchived memories, in the order they were written; only a memory's
+first version takes part (a later one records a change, not the next thing said).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy.orm import Session
+
+from cluster.memory.repository import Neighbour, SqlMemoryStore
+
+#: Each neighbour's text is cut here: enough for a turn, and a long neighbour must not swamp the memory.
+NEIGHBOUR_CHARS = 1_000
+
+
+def joined(before: str | None, after: str | None) -> str | None:
+    """The derived context of a memory between these two texts (``None`` when it has neither)."""
+    parts = [text[:NEIGHBOUR_CHARS] for text in (before, after) if text]
+    return "\n".join(parts) or None
+
+
+class ThreadWrites:
+    """The derived contexts of one batch of new memories, in the order they are inserted.
+
+    Built before the inserts: the memory after a new one in the same batch is the next new one of
+    its conversation; the memory before it is the previous new one, or the conversation's last
+    memory before the batch (read once per conversation). :meth:`link` then gives each such last
+    memory, when its context is derived, the batch's first memory as its next neighbour.
+    """
+
+    def __init__(self, session: Session, store: SqlMemoryStore, owner: str) -> None:
+        self.session = session
+        self.store = store
+        self.owner = owner
+        self._last: dict[str, str] = {}
+        self._before: dict[str, Neighbour | None] = {}
+        self._first: dict[str, str] = {}
+
+    def context(self, thread: str | None, text: str, after: str | None) -> str | None:
+        """The derived context of the next new memory of ``thread`` (``after``: the next one's text)."""
+        if thread is None:
+            return None
+        if thread not in self._before:
+            self._before[thread] = self.store.neighbour(self.session, self.owner, thread, None, after=False)
+            self._first[thread] = text
+        before = self._last.get(thread)
+        if before is None and (previous := self._before[thread]) is not None:
+            before = previous.text
+        self._last[thread] = text
+        return joined(before, after)
+
+    def link(self) -> None:
+        """Give each conversation's memory before the batch its new next neighbour."""
+        for thread, previous in self._before.items():
+            if previous is not None and previous.context_derived:
+                earlier = self.store.neighbour(self.session, self.owner, thread, previous.seq, after=False)
+                context = joined(earlier.text if earlier else None, self._first[thread])
+                self.store.set_context(self.session, self.owner, previous.seq, context)
+
+
+def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: Sequence[int]) -> int:
+    """Delete these versions; the memories that were beside them derive their context again, so
+    that no copy of a deleted memory's text stays searchable. Returns how many rows went."""
+    threads = store.threads_of(session, owner, seqs)
+    removed = store.delete_seqs(session, owner, seqs)
+    redo: dict[int, str] = {}
+    for seq, thread in threads.items():
+        for side in (False, True):
+            near = store.neighbour(session, owner, thread, seq, after=side)
+            if near is not None and near.context_derived:
+                redo[near.seq] = thread
+    for seq, thread in redo.items():
+        before, after = (store.neighbour(session, owner, thread, seq, after=side) for side in (False, True))
+        store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))
+    return removed

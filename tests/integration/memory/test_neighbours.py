@@ -1,0 +1,116 @@
+"""A conversation's memories are found through the memories told beside them (SQLite and Postgres)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from cluster.core.ports import Embedder
+from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.models import MemoryWrite
+from cluster.memory.policy import MemoryScope, RankingPolicy, Ttl
+from cluster.memory.service import MemoryService
+from cluster.memory.tables import MemoryRow
+from cluster.storage.db import Database
+from tests.integration.memory.conftest import T0
+
+pytestmark = pytest.mark.milvus
+
+TURNS = (
+    ("d1", "Melanie: What have you been reading lately?"),
+    ("d2", "Caroline: Mostly Becky Chambers, the whole Wayfarers series."),
+    ("d3", "Melanie: I loved the first one, the long way to a small angry planet!"),
+)
+
+
+@pytest.fixture
+def lexical(database: Database, embedder: Embedder, index: MilvusMemoryIndex) -> MemoryService:
+    """Words alone decide: what a query finds is what the full-text documents hold."""
+    policy = RankingPolicy(
+        dense_weight=0.0, entity_boost=0.0, time_boost=0.0, when_boost=0.0, session_weight=0.0, expansion_weight=0.0
+    )
+    return MemoryService(database, embedder, index, ranking=policy)
+
+
+def found(memory: MemoryService, owner: str, query: str) -> list[str]:
+    return sorted(hit.memory.key for hit in memory.query(owner, query, top_k=10, now=T0 + timedelta(days=1)).hits)
+
+
+def contexts(database: Database, owner: str) -> dict[str, str | None]:
+    with database.read() as session:
+        rows = session.execute(select(MemoryRow.key, MemoryRow.context).where(MemoryRow.owner == owner))
+        return dict(rows.all())  # type: ignore[arg-type]
+
+
+def turn(key: str, text: str, conversation: str = "c1", **fields: object) -> MemoryWrite:
+    return MemoryWrite(key=key, value=text, metadata={"session_id": conversation}, **fields)  # type: ignore[arg-type]
+
+
+def test_a_turn_is_found_by_the_words_of_the_turns_told_beside_it(lexical: MemoryService, database: Database) -> None:
+    for key, text in TURNS:
+        lexical.apply_write("alice", turn(key, text), now=T0)
+    lexical.apply_write("alice", turn("e1", "Bob: The gutters need cleaning", conversation="c2"), now=T0)
+    # "reading" is only d1's word, "Wayfarers" only d2's: each finds the turns beside it too.
+    assert found(lexical, "alice", "what has she been reading") == ["d1", "d2"]
+    assert found(lexical, "alice", "Wayfarers series") == ["d1", "d2", "d3"]
+    # Another conversation's turn, written right after, is no neighbour.
+    assert found(lexical, "alice", "gutters") == ["e1"]
+    # Written in one batch, the turns get the same neighbours as written one call each.
+    lexical.apply_writes("bob", [turn(key, text) for key, text in TURNS], now=T0)
+    alice = {k: v for k, v in contexts(database, "alice").items() if k != "e1"}
+    assert contexts(database, "bob") == alice
+    assert alice["d2"] == f"{TURNS[0][1]}\n{TURNS[2][1]}"
+
+
+def test_forgetting_a_turn_takes_its_words_out_of_its_neighbours(lexical: MemoryService) -> None:
+    written = [lexical.apply_write("alice", turn(key, text), now=T0) for key, text in TURNS]
+    assert found(lexical, "alice", "Becky Chambers") == ["d1", "d2", "d3"]
+    lexical.forget("alice", written[1].memory_id)
+    assert found(lexical, "alice", "Becky Chambers") == []
+    # d1 and d3 are now each other's neighbours.
+    assert found(lexical, "alice", "small angry planet") == ["d1", "d3"]
+
+
+def test_sent_context_is_kept_and_an_empty_one_stores_none(lexical: MemoryService, database: Database) -> None:
+    lexical.apply_write("alice", turn("d1", TURNS[0][1]), now=T0)
+    lexical.apply_write("alice", turn("d2", TURNS[1][1], context="a question about science fiction"), now=T0)
+    lexical.apply_write("alice", turn("d3", TURNS[2][1], context=""), now=T0)
+    stored = contexts(database, "alice")
+    assert stored["d2"] == "a question about science fiction"
+    assert stored["d3"] == ""
+    # d1's neighbour is d2 whatever d2's own context is.
+    assert stored["d1"] == TURNS[1][1]
+    assert found(lexical, "alice", "science fiction") == ["d2"]
+    assert found(lexical, "alice", "angry planet") == ["d3"]
+
+
+def test_a_session_scope_is_a_conversation_and_other_owners_are_never_neighbours(
+    lexical: MemoryService, database: Database
+) -> None:
+    scope = MemoryScope.session("s-1")
+    lexical.apply_write("alice", MemoryWrite(key="k1", value=TURNS[0][1], scope=scope, ttl=Ttl.session()), now=T0)
+    lexical.apply_write("bob", MemoryWrite(key="k1", value="Bob: nothing to do with it", scope=scope), now=T0)
+    lexical.apply_write("alice", MemoryWrite(key="k2", value=TURNS[1][1], scope=scope, ttl=Ttl.session()), now=T0)
+    assert contexts(database, "alice") == {"k1": TURNS[1][1], "k2": TURNS[0][1]}
+    assert contexts(database, "bob") == {"k1": None}
+    # A memory of no conversation has no neighbours.
+    lexical.apply_write("alice", MemoryWrite(key=f"note-{uuid.uuid4().hex[:6]}", value="Alice likes tea"), now=T0)
+    assert None in contexts(database, "alice").values()
+
+
+def test_a_new_version_keeps_out_of_the_conversation(lexical: MemoryService, database: Database) -> None:
+    for key, text in TURNS:
+        lexical.apply_write("alice", turn(key, text), now=T0)
+    lexical.apply_write("alice", turn("d2", "Caroline: Mostly Ursula Le Guin these days."), now=T0 + timedelta(hours=1))
+    with database.read() as session:
+        rows = session.execute(
+            select(MemoryRow.key, MemoryRow.version, MemoryRow.context).where(MemoryRow.owner == "alice")
+        ).all()
+    stored = {(key, version): context for key, version, context in rows}
+    # The new version has no neighbours, and the last turn did not gain it as one.
+    assert stored[("d2", 2)] is None
+    assert stored[("d3", 1)] == TURNS[1][1]
+    assert found(lexical, "alice", "Ursula Le Guin") == ["d2"]
