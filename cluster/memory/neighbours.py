@@ -50,7 +50,9 @@ class ThreadWrites:
         self._first: dict[str, str] = {}
 
     def context(self, thread: str | None, text: str, after: str | None) -> str | None:
-        """The derived context of the next new memory of ``thread`` (``after``: the next one's text)."""
+        """Take the batch's next new memory of ``thread`` into its conversation (every one, whatever
+        context its writer sent) and return the context derived for it (``after``: the text of the
+        batch's next write of the same conversation)."""
         if thread is None:
             return None
         if thread not in self._before:
