@@ -74,6 +74,16 @@ def test_forgetting_a_turn_takes_its_words_out_of_its_neighbours(lexical: Memory
     assert found(lexical, "alice", "small angry planet") == ["d1", "d3"]
 
 
+def test_purging_an_expired_turn_takes_its_words_out_of_its_neighbours(
+    lexical: MemoryService, database: Database
+) -> None:
+    lexical.apply_write("alice", turn(*TURNS[0]), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[1], ttl=Ttl.window(3600)), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[2]), now=T0)
+    assert lexical.purge_expired(T0 + timedelta(hours=2), owner="alice").changed == 1
+    assert contexts(database, "alice") == {"d1": TURNS[2][1], "d3": TURNS[0][1]}
+
+
 def test_sent_context_is_kept_and_an_empty_one_stores_none(lexical: MemoryService, database: Database) -> None:
     lexical.apply_write("alice", turn("d1", TURNS[0][1]), now=T0)
     lexical.apply_write("alice", turn("d2", TURNS[1][1], context="a question about science fiction"), now=T0)
