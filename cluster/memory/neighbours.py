@@ -73,17 +73,28 @@ class ThreadWrites:
                 self.store.set_context(self.session, self.owner, previous.seq, context)
 
 
+#: How far a deletion looks, on each side, for memories that may hold a copy of the deleted one's text.
+_REACH = 64
+
+
 def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: Sequence[int]) -> int:
     """Delete these versions; the memories that were beside them derive their context again, so
-    that no copy of a deleted memory's text stays searchable. Returns how many rows went."""
+    that no copy of a deleted memory's text stays searchable. Returns how many rows went.
+
+    A copy sits in the nearest current memory on each side, or in one between that has since been
+    superseded or archived (still searched with ``include_history``, or once restored): each side is
+    read up to and including its nearest current memory.
+    """
     threads = store.threads_of(session, owner, seqs)
     removed = store.delete_seqs(session, owner, seqs)
     redo: dict[int, str] = {}
     for seq, thread in threads.items():
         for side in (False, True):
-            near = store.neighbour(session, owner, thread, seq, after=side)
-            if near is not None and near.context_derived:
-                redo[near.seq] = thread
+            for near, current, derived in store.thread_rows(session, owner, thread, seq, after=side, limit=_REACH):
+                if derived:
+                    redo[near] = thread
+                if current:
+                    break
     for seq, thread in redo.items():
         before, after = (store.neighbour(session, owner, thread, seq, after=side) for side in (False, True))
         store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))

@@ -306,6 +306,24 @@ class SqlMemoryStore:
         row = session.execute(stmt).first()
         return Neighbour(row.seq, row.text, row.context_derived) if row is not None else None
 
+    def thread_rows(
+        self, session: Session, owner: str, thread: str, seq: int, *, after: bool, limit: int
+    ) -> list[tuple[int, bool, bool]]:
+        """The owner's memories of ``thread`` nearest ``seq`` on one side, in any state, nearest
+        first: ``(seq, current and unarchived, context derived)``."""
+        m = MemoryRow
+        near = m.seq > seq if after else m.seq < seq
+        stmt = (
+            select(m.seq, m.state, m.archived_at, m.context_derived)
+            .where(m.owner == owner, m.thread == thread, near)
+            .order_by(m.seq.asc() if after else m.seq.desc())
+            .limit(limit)
+        )
+        return [
+            (row.seq, row.state is MemoryState.CURRENT and row.archived_at is None, row.context_derived)
+            for row in session.execute(stmt)
+        ]
+
     def threads_of(self, session: Session, owner: str, seqs: Sequence[int]) -> dict[int, str]:
         """The conversation of those of ``seqs`` that have one."""
         stmt = select(MemoryRow.seq, MemoryRow.thread).where(

@@ -74,6 +74,15 @@ def test_forgetting_a_turn_takes_its_words_out_of_its_neighbours(lexical: Memory
     assert found(lexical, "alice", "small angry planet") == ["d1", "d3"]
 
 
+def test_a_forget_also_reaches_a_neighbour_superseded_since(lexical: MemoryService) -> None:
+    written = [lexical.apply_write("alice", turn(key, text), now=T0) for key, text in TURNS]
+    # d2's first version held d3's words; a new version of d2 supersedes it but history still searches it.
+    lexical.apply_write("alice", turn("d2", "Caroline: Mostly Ursula Le Guin."), now=T0 + timedelta(hours=1))
+    lexical.forget("alice", written[2].memory_id)
+    history = lexical.query("alice", "small angry planet", include_history=True, now=T0 + timedelta(days=1))
+    assert history.hits == ()
+
+
 def test_purging_an_expired_turn_takes_its_words_out_of_its_neighbours(
     lexical: MemoryService, database: Database
 ) -> None:
