@@ -308,17 +308,26 @@ class MemoryService:
         self.store.bump_generation(session, owner)
         results: list[MemoryWriteResult] = []
         rows: list[VectorRow] = []
-        threads = [conversation_of(r.scope.session_id, r.metadata) for r in requests]
+        # What each write replaces, read up front: a key's first write in the batch replaces what is
+        # stored, a later one the version written just before it.
+        first = _first_of_key(requests)
+        stored = [
+            self.store.latest(session, owner, r.scope.key, r.key) if first[i] else None for i, r in enumerate(requests)
+        ]
+        # A later version says what changed, not what was said next: only a first joins its conversation.
+        threads = [
+            conversation_of(r.scope.session_id, r.metadata) if stored[i] is None and first[i] else None
+            for i, r in enumerate(requests)
+        ]
         following = _next_in_thread(threads, texts)
         neighbours = ThreadWrites(session, self.store, owner)
         for i, (request, text, vector, validity) in enumerate(zip(requests, texts, vectors, validities, strict=True)):
-            previous = self.store.latest(session, owner, request.scope.key, request.key)
+            previous = stored[i] if first[i] else self.store.latest(session, owner, request.scope.key, request.key)
             if previous is not None and _repeats(previous, request, validity):
                 # A retried write whose answer was lost: done once, answered with what it made.
                 results.append(MemoryWriteResult(memory_id=previous.record.memory_id, version=previous.record.version))
                 continue
-            # A later version says what changed, not what was said next: only a first joins its conversation.
-            thread = threads[i] if previous is None else None
+            thread = threads[i]
             derived = neighbours.context(thread, text, following[i])
             memory_id = uuid.uuid4()
             new = NewMemory(
@@ -960,6 +969,17 @@ def _repeats(previous: StoredMemory, request: MemoryWrite, validity: Validity) -
         and old.expires_at == validity.expires_at
         and (validity.expires_at is None or old.valid_from == validity.valid_from)
     )
+
+
+def _first_of_key(requests: Sequence[MemoryWrite]) -> list[bool]:
+    """Per write, whether it is the batch's first write of its scope and key."""
+    seen: set[tuple[str, str]] = set()
+    first = []
+    for request in requests:
+        name = (request.scope.key, request.key)
+        first.append(name not in seen)
+        seen.add(name)
+    return first
 
 
 def _next_in_thread(threads: Sequence[str | None], texts: Sequence[str]) -> list[str | None]:

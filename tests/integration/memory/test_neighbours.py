@@ -74,6 +74,24 @@ def test_forgetting_a_turn_takes_its_words_out_of_its_neighbours(lexical: Memory
     assert found(lexical, "alice", "small angry planet") == ["d1", "d3"]
 
 
+def test_a_batch_that_also_changes_a_memory_links_its_turns_as_one_call_a_turn_would(
+    lexical: MemoryService, database: Database
+) -> None:
+    writes = [turn("d1", TURNS[0][1]), turn("k", "Alice: the flat is now blue"), turn("d2", TURNS[1][1])]
+    for owner in ("alice", "bob"):
+        lexical.apply_write(owner, turn("k", "Alice: the flat is green"), now=T0)
+    lexical.apply_writes("alice", writes, now=T0 + timedelta(hours=1))
+    for write in writes:
+        lexical.apply_write("bob", write, now=T0 + timedelta(hours=1))
+    # d1's next neighbour is d2 both ways: the new version of k in between keeps out of the
+    # conversation. (d1's previous one differs: in the batch, k's first version was still current.)
+    for owner in ("alice", "bob"):
+        stored = contexts(database, owner)
+        assert (stored["d1"] or "").split("\n")[-1] == TURNS[1][1]
+        assert stored["d2"] == TURNS[0][1]
+    assert contexts(database, "alice")["d1"] == f"Alice: the flat is green\n{TURNS[1][1]}"
+
+
 def test_a_forget_also_reaches_a_neighbour_superseded_since(lexical: MemoryService) -> None:
     written = [lexical.apply_write("alice", turn(key, text), now=T0) for key, text in TURNS]
     # d2's first version held d3's words; a new version of d2 supersedes it but history still searches it.
