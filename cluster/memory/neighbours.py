@@ -37,8 +37,8 @@ class ThreadWrites:
 
     Built before the inserts: the memory after a new one in the same batch is the next new one of
     its conversation; the memory before it is the previous new one, or the conversation's last
-    memory before the batch (read once per conversation). :meth:`link` then gives each such last
-    memory, when its context is derived, the batch's first memory as its next neighbour.
+    memory before the batch (read once per conversation). :meth:`link` then derives again, once the
+    batch is inserted, the context of each such last memory whose context is derived.
     """
 
     def __init__(self, session: Session, store: SqlMemoryStore, owner: str) -> None:
@@ -47,7 +47,6 @@ class ThreadWrites:
         self.owner = owner
         self._last: dict[str, str] = {}
         self._before: dict[str, Neighbour | None] = {}
-        self._first: dict[str, str] = {}
 
     def context(self, thread: str | None, text: str, after: str | None) -> str | None:
         """Take the batch's next new memory of ``thread`` into its conversation (every one, whatever
@@ -57,7 +56,6 @@ class ThreadWrites:
             return None
         if thread not in self._before:
             self._before[thread] = self.store.neighbour(self.session, self.owner, thread, None, after=False)
-            self._first[thread] = text
         before = self._last.get(thread)
         if before is None and (previous := self._before[thread]) is not None:
             before = previous.text
@@ -65,12 +63,16 @@ class ThreadWrites:
         return joined(before, after)
 
     def link(self) -> None:
-        """Give each conversation's memory before the batch its new next neighbour."""
+        """Give each conversation's memory before the batch its new next neighbour (the batch's first)."""
         for thread, previous in self._before.items():
             if previous is not None and previous.context_derived:
-                earlier = self.store.neighbour(self.session, self.owner, thread, previous.seq, after=False)
-                context = joined(earlier.text if earlier else None, self._first[thread])
-                self.store.set_context(self.session, self.owner, previous.seq, context)
+                rederive(self.session, self.store, self.owner, thread, previous.seq)
+
+
+def rederive(session: Session, store: SqlMemoryStore, owner: str, thread: str, seq: int) -> None:
+    """Set a memory's derived context from the current memories now on each side of it."""
+    before, after = (store.neighbour(session, owner, thread, seq, after=side) for side in (False, True))
+    store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))
 
 
 #: How far a deletion looks, on each side, for memories that may hold a copy of the deleted one's text.
@@ -96,6 +98,5 @@ def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: S
                 if current:
                     break
     for seq, thread in redo.items():
-        before, after = (store.neighbour(session, owner, thread, seq, after=side) for side in (False, True))
-        store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))
+        rederive(session, store, owner, thread, seq)
     return removed

@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import Field
 from sqlalchemy import (
     ColumnElement,
     Executable,
+    Select,
     and_,
     bindparam,
     delete,
@@ -163,6 +164,19 @@ class LoggedRow(Frozen):
     status: LogStatus
 
 
+_Rows = TypeVar("_Rows", bound=Select[*tuple[Any, ...]])
+
+
+def _thread_side(stmt: _Rows, owner: str, thread: str, seq: int | None, *, after: bool) -> _Rows:
+    """``stmt`` over the owner's memories of ``thread`` on one side of ``seq`` (all of them when
+    ``seq`` is None), nearest first."""
+    m = MemoryRow
+    stmt = stmt.where(m.owner == owner, m.thread == thread)
+    if seq is not None:
+        stmt = stmt.where(m.seq > seq if after else m.seq < seq)
+    return stmt.order_by(m.seq.asc() if after else m.seq.desc())
+
+
 def _owned(owner: str) -> ColumnElement[bool]:
     """The owner constraint for statements that address rows by ``seq``.
 
@@ -298,11 +312,8 @@ class SqlMemoryStore:
         """The owner's current memory of ``thread`` told just before ``seq`` (its last when ``seq``
         is None), or with ``after`` just after it."""
         m = MemoryRow
-        where = [m.owner == owner, m.thread == thread, m.state == MemoryState.CURRENT, m.archived_at.is_(None)]
-        if seq is not None:
-            where.append(m.seq > seq if after else m.seq < seq)
-        order = m.seq.asc() if after else m.seq.desc()
-        stmt = select(m.seq, m.text, m.context_derived).where(*where).order_by(order).limit(1)
+        stmt = _thread_side(select(m.seq, m.text, m.context_derived), owner, thread, seq, after=after)
+        stmt = stmt.where(m.state == MemoryState.CURRENT, m.archived_at.is_(None)).limit(1)
         row = session.execute(stmt).first()
         return Neighbour(row.seq, row.text, row.context_derived) if row is not None else None
 
@@ -312,13 +323,8 @@ class SqlMemoryStore:
         """The owner's memories of ``thread`` nearest ``seq`` on one side, in any state, nearest
         first: ``(seq, current and unarchived, context derived)``."""
         m = MemoryRow
-        near = m.seq > seq if after else m.seq < seq
-        stmt = (
-            select(m.seq, m.state, m.archived_at, m.context_derived)
-            .where(m.owner == owner, m.thread == thread, near)
-            .order_by(m.seq.asc() if after else m.seq.desc())
-            .limit(limit)
-        )
+        columns = select(m.seq, m.state, m.archived_at, m.context_derived)
+        stmt = _thread_side(columns, owner, thread, seq, after=after).limit(limit)
         return [
             (row.seq, row.state is MemoryState.CURRENT and row.archived_at is None, row.context_derived)
             for row in session.execute(stmt)
