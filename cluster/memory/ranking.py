@@ -20,6 +20,7 @@ text); :func:`rank` orders them and records, per memory, what every stage did to
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import re
 from collections import defaultdict
@@ -153,6 +154,9 @@ def _reads_times(plan: QueryPlan) -> bool:
 #: Metadata keys that name the session (conversation) a memory was told in.
 SESSION_KEYS = ("session_id", "session", "conversation_id", "thread_id")
 
+#: A conversation id is stored and indexed in this many characters (``memories.thread``).
+CONVERSATION_CHARS = 200
+
 
 def facts_of(
     seq: int, entity: str | None, metadata: Mapping[str, Any], text: str, session_id: str | None, valid_from: datetime
@@ -169,10 +173,18 @@ def facts_of(
 
 def conversation_of(session_id: str | None, metadata: Mapping[str, Any]) -> str | None:
     """The conversation a memory was told in: its session scope's id, else the first of
-    :data:`SESSION_KEYS` its metadata holds as text or a number."""
-    if session_id is not None:
-        return session_id
-    return next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
+    :data:`SESSION_KEYS` its metadata holds as text or a number.
+
+    Metadata is free-form, so an id there may be longer than :data:`CONVERSATION_CHARS`: it is cut
+    to fit, with a digest of the whole id that keeps two long ids apart.
+    """
+    found = session_id
+    if found is None:
+        found = next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
+    if found is None or len(found) <= CONVERSATION_CHARS:
+        return found
+    digest = hashlib.sha256(found.encode()).hexdigest()[:16]
+    return f"{found[: CONVERSATION_CHARS - len(digest) - 1]}#{digest}"
 
 
 def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:

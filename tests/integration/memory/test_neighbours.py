@@ -6,15 +6,17 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from alembic import command
+from sqlalchemy import case, select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryWrite
 from cluster.memory.policy import MemoryScope, RankingPolicy, Ttl
 from cluster.memory.service import MemoryService
-from cluster.memory.tables import MemoryRow
+from cluster.memory.tables import MemoryOwnerRow, MemoryRow
 from cluster.storage.db import Database
+from cluster.storage.migrate import alembic_config
 from tests.integration.memory.conftest import T0
 
 pytestmark = pytest.mark.milvus
@@ -151,3 +153,54 @@ def test_a_new_version_keeps_out_of_the_conversation(lexical: MemoryService, dat
     assert stored[("d2", 2)] is None
     assert stored[("d3", 1)] == TURNS[1][1]
     assert found(lexical, "alice", "Ursula Le Guin") == ["d2"]
+
+
+def test_an_upgrade_links_the_conversations_of_memories_written_before_0011(
+    lexical: MemoryService, database: Database
+) -> None:
+    note = turn("n1", "Alice: tea, always tea", context="what she drinks")
+    for owner in ("alice", "bob"):
+        for key, text in TURNS[:2]:
+            lexical.apply_write(owner, turn(key, text), now=T0)
+        lexical.apply_write(owner, note, now=T0)
+    # Alice's rows as 0011 found them: no conversation, no derived context (a sent one is kept).
+    with database.transaction() as session:
+        session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.owner == "alice")
+            .values(
+                thread=None,
+                context_derived=False,
+                context=case((MemoryRow.context_derived, None), else_=MemoryRow.context),
+            )
+        )
+    assert contexts(database, "alice") == {"d1": None, "d2": None, "n1": "what she drinks"}
+    # A turn written after 0011, before the upgrade: its earlier turns are no neighbours yet.
+    for owner in ("alice", "bob"):
+        lexical.apply_write(owner, turn(*TURNS[2]), now=T0 + timedelta(hours=1))
+    assert contexts(database, "alice")["d3"] is None
+    assert found(lexical, "alice", "always tea") == ["n1"]
+    before = generation(database, "alice")
+    config = alembic_config(database.url)
+    command.downgrade(config, "0011_memory_threads")
+    command.upgrade(config, "head")
+    # Every context is what the writes would have made had 0011 come first.
+    assert contexts(database, "alice") == contexts(database, "bob")
+    assert contexts(database, "alice")["d3"] == note.value
+    assert generation(database, "alice") == before + 1
+    # n1 kept its writer's context, and is its neighbours' neighbour.
+    assert found(lexical, "alice", "always tea") == ["d2", "d3", "n1"]
+
+
+def test_a_conversation_id_longer_than_a_column_links_its_turns(lexical: MemoryService, database: Database) -> None:
+    # Metadata is free-form: an id of any length is accepted, and two long ids stay apart.
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    for key, text in TURNS[:2]:
+        lexical.apply_write("alice", turn(key, text, conversation=long_a), now=T0)
+    lexical.apply_write("alice", turn("e1", "Bob: The gutters need cleaning", conversation=long_b), now=T0)
+    assert contexts(database, "alice") == {"d1": TURNS[1][1], "d2": TURNS[0][1], "e1": None}
+
+
+def generation(database: Database, owner: str) -> int:
+    with database.read() as session:
+        return session.execute(select(MemoryOwnerRow.generation).where(MemoryOwnerRow.owner == owner)).scalar_one()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cluster.memory.neighbours import NEIGHBOUR_CHARS, joined
+from cluster.memory.ranking import CONVERSATION_CHARS, conversation_of
 from cluster.memory.service import _next_in_thread
 
 
@@ -17,3 +18,16 @@ def test_the_next_write_of_a_conversation_in_a_batch_is_its_after_neighbour() ->
     threads = ["a", None, "b", "a", "a", "b"]
     texts = ["a1", "n", "b1", "a2", "a3", "b2"]
     assert _next_in_thread(threads, texts) == ["a2", None, "b2", "a3", None, None]
+
+
+def test_a_conversation_is_the_session_scope_else_a_session_key_of_the_metadata_cut_to_its_column() -> None:
+    assert conversation_of("s-1", {"session_id": "other"}) == "s-1"
+    assert conversation_of(None, {"thread_id": 7, "note": "x"}) == "7"
+    assert conversation_of(None, {"session_id": ["not", "an", "id"]}) is None
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    cut_a, cut_b = conversation_of(None, {"session_id": long_a}), conversation_of(None, {"conversation_id": long_b})
+    assert cut_a is not None
+    assert cut_b is not None
+    assert len(cut_a) == len(cut_b) == CONVERSATION_CHARS
+    assert cut_a != cut_b
+    assert conversation_of(None, {"session": "a" * CONVERSATION_CHARS}) == "a" * CONVERSATION_CHARS
