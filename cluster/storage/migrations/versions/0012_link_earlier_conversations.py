@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -72,16 +72,20 @@ def _joined(before: str | None, after: str | None) -> str | None:
 def _link_threads(conn: sa.Connection) -> dict[tuple[str, str], set[int]]:
     """Give unlinked first versions their conversation; returns the newly linked seqs by (owner, thread)."""
     m = _memories.c
-    stmt = sa.select(m.seq, m.owner, m.session_id, m.metadata).where(m.thread.is_(None), m.version == 1)
-    linked: dict[tuple[str, str], set[int]] = defaultdict(set)
-    updates: list[dict[str, Any]] = []
-    for seq, owner, session_id, metadata in conn.execute(stmt.order_by(m.seq)).all():
-        thread = _conversation(session_id, metadata)
-        if thread is not None:
-            linked[(owner, thread)].add(seq)
-            updates.append({"b_seq": seq, "b_thread": thread})
+    unlinked = sa.select(m.seq, m.owner, m.session_id, m.metadata).where(m.thread.is_(None), m.version == 1)
     set_thread = _memories.update().where(m.seq == sa.bindparam("b_seq")).values(thread=sa.bindparam("b_thread"))
-    _run(conn, set_thread, updates)
+    linked: dict[tuple[str, str], set[int]] = defaultdict(set)
+    last = 0
+    while page := conn.execute(unlinked.where(m.seq > last).order_by(m.seq).limit(_BATCH)).all():
+        updates = []
+        for seq, owner, session_id, metadata in page:
+            thread = _conversation(session_id, metadata)
+            if thread is not None:
+                linked[(owner, thread)].add(seq)
+                updates.append({"b_seq": seq, "b_thread": thread})
+        if updates:
+            conn.execute(set_thread, updates)
+        last = page[-1].seq
     return linked
 
 
@@ -96,16 +100,7 @@ def _derive(conn: sa.Connection, owner: str, thread: str, linked: set[int]) -> N
         .order_by(m.seq)
     ).all()
     shown = [row.text if row.current else None for row in rows]
-    before: list[str | None] = []
-    last: str | None = None
-    for text in shown:
-        before.append(last)
-        last = text if text is not None else last
-    after: list[str | None] = [None] * len(rows)
-    last = None
-    for i in range(len(rows) - 1, -1, -1):
-        after[i] = last
-        last = shown[i] if shown[i] is not None else last
+    before, after = _nearest_before(shown), _nearest_before(shown[::-1])[::-1]
     updates = []
     for i, row in enumerate(rows):
         # Rows linked now take a context where their writer sent none; the others keep a sent one.
@@ -118,12 +113,18 @@ def _derive(conn: sa.Connection, owner: str, thread: str, linked: set[int]) -> N
         .where(m.seq == sa.bindparam("b_seq"))
         .values(context=sa.bindparam("b_context"), context_derived=sa.true())
     )
-    _run(conn, set_context, updates)
+    for start in range(0, len(updates), _BATCH):
+        conn.execute(set_context, updates[start : start + _BATCH])
 
 
-def _run(conn: sa.Connection, stmt: sa.Executable, params: Sequence[dict[str, Any]]) -> None:
-    for start in range(0, len(params), _BATCH):
-        conn.execute(stmt, list(params[start : start + _BATCH]))
+def _nearest_before(texts: list[str | None]) -> list[str | None]:
+    """Per position, the nearest text before it that is not None."""
+    out: list[str | None] = []
+    last = None
+    for text in texts:
+        out.append(last)
+        last = text if text is not None else last
+    return out
 
 
 def upgrade() -> None:
