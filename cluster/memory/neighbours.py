@@ -10,13 +10,16 @@ a memory's own text's weight; no answer returns it.
 It is kept in step as the conversation goes on: the memory told before a new one gains the new one
 as its next neighbour, and when memories are deleted (forgotten, or purged once expired) the
 neighbours that held their text are derived again from the memories now beside them. Neighbours are
-the conversation's current, unarchived memories, in the order they were written; only a memory's
-first version takes part (a later one records a change, not the next thing said).
+the conversation's current, unarchived, unexpired memories, in the order they were written; only a
+memory's first version takes part (a later one records a change, not the next thing said). A memory
+that expires after a neighbour took its text stays in that context until the purge deletes it (it
+is searched, never returned, meanwhile); one already expired is no new write's neighbour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -41,10 +44,11 @@ class ThreadWrites:
     batch is inserted, the context of each such last memory whose context is derived.
     """
 
-    def __init__(self, session: Session, store: SqlMemoryStore, owner: str) -> None:
+    def __init__(self, session: Session, store: SqlMemoryStore, owner: str, now: datetime) -> None:
         self.session = session
         self.store = store
         self.owner = owner
+        self.now = now
         self._last: dict[str, str] = {}
         self._before: dict[str, Neighbour | None] = {}
 
@@ -55,7 +59,7 @@ class ThreadWrites:
         if thread is None:
             return None
         if thread not in self._before:
-            self._before[thread] = self.store.neighbour(self.session, self.owner, thread, None, after=False)
+            self._before[thread] = self.store.neighbour(self.session, self.owner, thread, None, self.now, after=False)
         before = self._last.get(thread)
         if before is None and (previous := self._before[thread]) is not None:
             before = previous.text
@@ -66,12 +70,12 @@ class ThreadWrites:
         """Give each conversation's memory before the batch its new next neighbour (the batch's first)."""
         for thread, previous in self._before.items():
             if previous is not None and previous.context_derived:
-                rederive(self.session, self.store, self.owner, thread, previous.seq)
+                rederive(self.session, self.store, self.owner, thread, previous.seq, self.now)
 
 
-def rederive(session: Session, store: SqlMemoryStore, owner: str, thread: str, seq: int) -> None:
+def rederive(session: Session, store: SqlMemoryStore, owner: str, thread: str, seq: int, now: datetime) -> None:
     """Set a memory's derived context from the current memories now on each side of it."""
-    before, after = (store.neighbour(session, owner, thread, seq, after=side) for side in (False, True))
+    before, after = (store.neighbour(session, owner, thread, seq, now, after=side) for side in (False, True))
     store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))
 
 
@@ -79,24 +83,25 @@ def rederive(session: Session, store: SqlMemoryStore, owner: str, thread: str, s
 _REACH = 64
 
 
-def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: Sequence[int]) -> int:
+def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: Sequence[int], now: datetime) -> int:
     """Delete these versions; the memories that were beside them derive their context again, so
     that no copy of a deleted memory's text stays searchable. Returns how many rows went.
 
     A copy sits in the nearest current memory on each side, or in one between that has since been
-    superseded or archived (still searched with ``include_history``, or once restored): each side is
-    read up to and including its nearest current memory.
+    superseded, archived or expired (still searched with ``include_history``, or once restored), or
+    beyond a memory that had expired when it was written: each side is read up to and including its
+    nearest memory that is a neighbour at ``now``.
     """
     threads = store.threads_of(session, owner, seqs)
     removed = store.delete_seqs(session, owner, seqs)
     redo: dict[int, str] = {}
     for seq, thread in threads.items():
         for side in (False, True):
-            for near, current, derived in store.thread_rows(session, owner, thread, seq, after=side, limit=_REACH):
+            for near, current, derived in store.thread_rows(session, owner, thread, seq, now, after=side, limit=_REACH):
                 if derived:
                     redo[near] = thread
                 if current:
                     break
     for seq, thread in redo.items():
-        rederive(session, store, owner, thread, seq)
+        rederive(session, store, owner, thread, seq, now)
     return removed

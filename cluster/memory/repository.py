@@ -308,25 +308,35 @@ class SqlMemoryStore:
         result = session.execute(delete(MemoryRow).where(_owned(owner), MemoryRow.seq.in_(list(seqs))))
         return int(getattr(result, "rowcount", 0) or 0)
 
-    def neighbour(self, session: Session, owner: str, thread: str, seq: int | None, *, after: bool) -> Neighbour | None:
-        """The owner's current memory of ``thread`` told just before ``seq`` (its last when ``seq``
-        is None), or with ``after`` just after it."""
+    def neighbour(
+        self, session: Session, owner: str, thread: str, seq: int | None, now: datetime, *, after: bool
+    ) -> Neighbour | None:
+        """The owner's current memory of ``thread`` (unarchived, unexpired at ``now``) told just
+        before ``seq`` (its last when ``seq`` is None), or with ``after`` just after it."""
         m = MemoryRow
         stmt = _thread_side(select(m.seq, m.text, m.context_derived), owner, thread, seq, after=after)
-        stmt = stmt.where(m.state == MemoryState.CURRENT, m.archived_at.is_(None)).limit(1)
-        row = session.execute(stmt).first()
+        stmt = stmt.where(
+            m.state == MemoryState.CURRENT, m.archived_at.is_(None), or_(m.expires_at.is_(None), m.expires_at > now)
+        )
+        row = session.execute(stmt.limit(1)).first()
         return Neighbour(row.seq, row.text, row.context_derived) if row is not None else None
 
     def thread_rows(
-        self, session: Session, owner: str, thread: str, seq: int, *, after: bool, limit: int
+        self, session: Session, owner: str, thread: str, seq: int, now: datetime, *, after: bool, limit: int
     ) -> list[tuple[int, bool, bool]]:
         """The owner's memories of ``thread`` nearest ``seq`` on one side, in any state, nearest
-        first: ``(seq, current and unarchived, context derived)``."""
+        first: ``(seq, a neighbour at now as for neighbour, context derived)``."""
         m = MemoryRow
-        columns = select(m.seq, m.state, m.archived_at, m.context_derived)
+        columns = select(m.seq, m.state, m.archived_at, m.expires_at, m.context_derived)
         stmt = _thread_side(columns, owner, thread, seq, after=after).limit(limit)
         return [
-            (row.seq, row.state is MemoryState.CURRENT and row.archived_at is None, row.context_derived)
+            (
+                row.seq,
+                row.state is MemoryState.CURRENT
+                and row.archived_at is None
+                and (row.expires_at is None or row.expires_at > now),
+                row.context_derived,
+            )
             for row in session.execute(stmt)
         ]
 

@@ -320,7 +320,7 @@ class MemoryService:
             for i, r in enumerate(requests)
         ]
         following = _next_in_thread(threads, texts)
-        neighbours = ThreadWrites(session, self.store, owner)
+        neighbours = ThreadWrites(session, self.store, owner, now)
         for i, (request, text, vector, validity) in enumerate(zip(requests, texts, vectors, validities, strict=True)):
             previous = stored[i] if first[i] else self.store.latest(session, owner, request.scope.key, request.key)
             if previous is not None and _repeats(previous, request, validity):
@@ -411,7 +411,7 @@ class MemoryService:
         with self.db.transaction() as session:
             found = self.store.get(session, owner, request.memory_id)
             seqs = self.store.lineage_seqs(session, owner, found.lineage_id)
-            removed = delete_versions(session, self.store, owner, seqs)
+            removed = delete_versions(session, self.store, owner, seqs, utcnow())
             self.store.queue_index(session, owner, seqs, IndexOp.DELETE)
             self.store.bump_generation(session, owner)
         self._settle(owner, deletes=seqs)
@@ -888,7 +888,7 @@ class MemoryService:
             with self.db.transaction() as session:
                 seqs = self.store.expired_seqs(session, who, now)
                 if seqs:
-                    removed += delete_versions(session, self.store, who, seqs)
+                    removed += delete_versions(session, self.store, who, seqs, now)
                     self.store.queue_index(session, who, seqs, IndexOp.DELETE)
                     self.store.bump_generation(session, who)
             self._settle(who, deletes=seqs)

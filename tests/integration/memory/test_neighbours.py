@@ -113,6 +113,21 @@ def test_purging_an_expired_turn_takes_its_words_out_of_its_neighbours(
     assert contexts(database, "alice") == {"d1": TURNS[2][1], "d3": TURNS[0][1]}
 
 
+def test_an_expired_turn_is_no_later_turns_neighbour_and_a_forget_reaches_past_it(
+    lexical: MemoryService, database: Database
+) -> None:
+    written = lexical.apply_write("alice", turn(*TURNS[0]), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[1], ttl=Ttl.window(3600)), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[2]), now=T0 + timedelta(hours=2))
+    stored = contexts(database, "alice")
+    # d2 had expired when d3 came: d1 and d3 are each other's neighbours.
+    assert stored["d3"] == TURNS[0][1]
+    assert stored["d1"] == TURNS[2][1]
+    # d3 holds d1's words past the expired d2: forgetting d1 reaches it.
+    lexical.forget("alice", written.memory_id)
+    assert found(lexical, "alice", "reading lately") == []
+
+
 def test_sent_context_is_kept_and_an_empty_one_stores_none(lexical: MemoryService, database: Database) -> None:
     lexical.apply_write("alice", turn("d1", TURNS[0][1]), now=T0)
     lexical.apply_write("alice", turn("d2", TURNS[1][1], context="a question about science fiction"), now=T0)
@@ -190,6 +205,24 @@ def test_an_upgrade_links_the_conversations_of_memories_written_before_0011(
     assert generation(database, "alice") == before + 1
     # n1 kept its writer's context, and is its neighbours' neighbour.
     assert found(lexical, "alice", "always tea") == ["d2", "d3", "n1"]
+
+
+def test_the_upgrade_passes_over_a_memory_expired_by_then(lexical: MemoryService, database: Database) -> None:
+    two_years = 2 * 365 * 24 * 3600
+    lexical.apply_write("alice", turn(*TURNS[0], ttl=Ttl.window(two_years)), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[1], ttl=Ttl.window(3600)), now=T0)
+    lexical.apply_write("alice", turn(*TURNS[2]), now=T0)
+    with database.transaction() as session:
+        session.execute(update(MemoryRow).values(thread=None, context_derived=False, context=None))
+    config = alembic_config(database.url)
+    command.downgrade(config, "0011_memory_threads")
+    command.upgrade(config, "head")
+    # At the upgrade d2 has expired and d1 has not: d1 and d3 are each other's neighbours.
+    assert contexts(database, "alice") == {
+        "d1": TURNS[2][1],
+        "d2": f"{TURNS[0][1]}\n{TURNS[2][1]}",
+        "d3": TURNS[0][1],
+    }
 
 
 def test_a_conversation_id_longer_than_a_column_links_its_turns(lexical: MemoryService, database: Database) -> None:

@@ -7,8 +7,8 @@ Revises: 0011_memory_threads
 them; rows written before it had neither, so an upgraded deployment searched its existing
 conversations without their neighbours. This revision gives those rows what a write gives them
 today: each first version (``version = 1``) gets its conversation, and every memory of a
-conversation so linked whose writer sent no context gets the texts of the current memories told
-just before and after it. Later memories of those conversations whose context is derived are
+conversation so linked whose writer sent no context gets the texts of the current, unexpired
+memories told just before and after it. Later memories of those conversations whose context is derived are
 derived again, since an earlier memory may now be their neighbour. The owners touched get a new
 generation, so no process serves a query cached before.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +47,7 @@ _memories = sa.table(
     sa.column("version", sa.Integer),
     sa.column("state", sa.String),
     sa.column("archived_at", sa.String),
+    sa.column("expires_at", sa.DateTime(timezone=True)),
     sa.column("text", sa.Text),
     sa.column("context", sa.Text),
     sa.column("thread", sa.String),
@@ -92,8 +94,12 @@ def _link_threads(conn: sa.Connection) -> dict[tuple[str, str], set[int]]:
 def _derive(conn: sa.Connection, owner: str, thread: str, linked: set[int]) -> None:
     """Derive the contexts of one conversation from its memories in order (as a write would)."""
     m = _memories.c
-    # A memory's neighbours are the nearest current, unarchived memories on each side.
-    current = sa.and_(m.state == "current", m.archived_at.is_(None)).label("current")
+    # A memory's neighbours are the nearest current, unarchived, unexpired memories on each side.
+    now = datetime.now(UTC)
+    if conn.dialect.name == "sqlite":
+        now = now.replace(tzinfo=None)  # stored as UTC digits without an offset
+    unexpired = sa.or_(m.expires_at.is_(None), m.expires_at > now)
+    current = sa.and_(m.state == "current", m.archived_at.is_(None), unexpired).label("current")
     rows = conn.execute(
         sa.select(m.seq, current, m.text, m.context, m.context_derived)
         .where(m.owner == owner, m.thread == thread)
