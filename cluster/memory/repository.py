@@ -177,6 +177,14 @@ def _thread_side(stmt: _Rows, owner: str, thread: str, seq: int | None, *, after
     return stmt.order_by(m.seq.asc() if after else m.seq.desc())
 
 
+def _neighbour_at(now: datetime) -> ColumnElement[bool]:
+    """A memory of a conversation that is a neighbour at ``now``: current, unarchived, unexpired."""
+    m = MemoryRow
+    return and_(
+        m.state == MemoryState.CURRENT, m.archived_at.is_(None), or_(m.expires_at.is_(None), m.expires_at > now)
+    )
+
+
 def _owned(owner: str) -> ColumnElement[bool]:
     """The owner constraint for statements that address rows by ``seq``.
 
@@ -315,30 +323,18 @@ class SqlMemoryStore:
         before ``seq`` (its last when ``seq`` is None), or with ``after`` just after it."""
         m = MemoryRow
         stmt = _thread_side(select(m.seq, m.text, m.context_derived), owner, thread, seq, after=after)
-        stmt = stmt.where(
-            m.state == MemoryState.CURRENT, m.archived_at.is_(None), or_(m.expires_at.is_(None), m.expires_at > now)
-        )
-        row = session.execute(stmt.limit(1)).first()
+        row = session.execute(stmt.where(_neighbour_at(now)).limit(1)).first()
         return Neighbour(row.seq, row.text, row.context_derived) if row is not None else None
 
     def thread_rows(
         self, session: Session, owner: str, thread: str, seq: int, now: datetime, *, after: bool, limit: int
     ) -> list[tuple[int, bool, bool]]:
         """The owner's memories of ``thread`` nearest ``seq`` on one side, in any state, nearest
-        first: ``(seq, a neighbour at now as for neighbour, context derived)``."""
+        first: ``(seq, a neighbour at now, context derived)``."""
         m = MemoryRow
-        columns = select(m.seq, m.state, m.archived_at, m.expires_at, m.context_derived)
+        columns = select(m.seq, _neighbour_at(now).label("neighbour"), m.context_derived)
         stmt = _thread_side(columns, owner, thread, seq, after=after).limit(limit)
-        return [
-            (
-                row.seq,
-                row.state is MemoryState.CURRENT
-                and row.archived_at is None
-                and (row.expires_at is None or row.expires_at > now),
-                row.context_derived,
-            )
-            for row in session.execute(stmt)
-        ]
+        return [(row.seq, bool(row.neighbour), row.context_derived) for row in session.execute(stmt)]
 
     def threads_of(self, session: Session, owner: str, seqs: Sequence[int]) -> dict[int, str]:
         """The conversation of those of ``seqs`` that have one."""
