@@ -35,27 +35,51 @@ def joined(before: str | None, after: str | None) -> str | None:
     return "\n".join(parts) or None
 
 
-class ThreadWrites:
-    """The derived contexts of one batch of new memories, in the order they are inserted.
+def next_in_thread(threads: Sequence[str | None], texts: Sequence[str]) -> list[str | None]:
+    """Per write of a batch, the text of the batch's next write of the same conversation (if any)."""
+    following: list[str | None] = [None] * len(threads)
+    last: dict[str, int] = {}
+    for i, thread in enumerate(threads):
+        if thread is not None:
+            if thread in last:
+                following[last[thread]] = texts[i]
+            last[thread] = i
+    return following
 
-    Built before the inserts: the memory after a new one in the same batch is the next new one of
-    its conversation; the memory before it is the previous new one, or the conversation's last
-    memory before the batch (read once per conversation). :meth:`link` then derives again, once the
-    batch is inserted, the context of each such last memory whose context is derived.
+
+class ThreadWrites:
+    """The derived contexts of one batch of writes, in the order they are inserted.
+
+    Built before the inserts, from each write's conversation (``None`` for one that joins none) and
+    text: the memory after a new one is the batch's next write of its conversation; the memory
+    before it is the previous one, or the conversation's last memory before the batch (read once per
+    conversation). :meth:`link` then derives again, once the batch is inserted, the context of each
+    such last memory whose context is derived.
     """
 
-    def __init__(self, session: Session, store: SqlMemoryStore, owner: str, now: datetime) -> None:
+    def __init__(
+        self,
+        session: Session,
+        store: SqlMemoryStore,
+        owner: str,
+        now: datetime,
+        threads: Sequence[str | None],
+        texts: Sequence[str],
+    ) -> None:
         self.session = session
         self.store = store
         self.owner = owner
         self.now = now
+        self.threads = threads
+        self.texts = texts
+        self._after = next_in_thread(threads, texts)
         self._last: dict[str, str] = {}
         self._before: dict[str, Neighbour | None] = {}
 
-    def context(self, thread: str | None, text: str, after: str | None) -> str | None:
-        """Take the batch's next new memory of ``thread`` into its conversation (every one, whatever
-        context its writer sent) and return the context derived for it (``after``: the text of the
-        batch's next write of the same conversation)."""
+    def context(self, i: int) -> str | None:
+        """Take write ``i`` into its conversation (every one, whatever context its writer sent) and
+        return the context derived for it. Called for each write in order."""
+        thread, text = self.threads[i], self.texts[i]
         if thread is None:
             return None
         if thread not in self._before:
@@ -64,7 +88,7 @@ class ThreadWrites:
         if before is None and (previous := self._before[thread]) is not None:
             before = previous.text
         self._last[thread] = text
-        return joined(before, after)
+        return joined(before, self._after[i])
 
     def link(self) -> None:
         """Give each conversation's memory before the batch its new next neighbour (the batch's first)."""

@@ -319,8 +319,7 @@ class MemoryService:
             conversation_of(r.scope.session_id, r.metadata) if stored[i] is None and first[i] else None
             for i, r in enumerate(requests)
         ]
-        following = _next_in_thread(threads, texts)
-        neighbours = ThreadWrites(session, self.store, owner, now)
+        neighbours = ThreadWrites(session, self.store, owner, now, threads, texts)
         for i, (request, text, vector, validity) in enumerate(zip(requests, texts, vectors, validities, strict=True)):
             previous = stored[i] if first[i] else self.store.latest(session, owner, request.scope.key, request.key)
             if previous is not None and _repeats(previous, request, validity):
@@ -328,7 +327,7 @@ class MemoryService:
                 results.append(MemoryWriteResult(memory_id=previous.record.memory_id, version=previous.record.version))
                 continue
             thread = threads[i]
-            derived = neighbours.context(thread, text, following[i])
+            derived = neighbours.context(i)
             memory_id = uuid.uuid4()
             new = NewMemory(
                 memory_id=memory_id,
@@ -980,18 +979,6 @@ def _first_of_key(requests: Sequence[MemoryWrite]) -> list[bool]:
         first.append(name not in seen)
         seen.add(name)
     return first
-
-
-def _next_in_thread(threads: Sequence[str | None], texts: Sequence[str]) -> list[str | None]:
-    """Per write, the text of the next write of the same conversation in the batch (if any)."""
-    following: list[str | None] = [None] * len(threads)
-    last: dict[str, int] = {}
-    for i, thread in enumerate(threads):
-        if thread is not None:
-            if thread in last:
-                following[last[thread]] = texts[i]
-            last[thread] = i
-    return following
 
 
 def _version(previous: StoredMemory | None) -> int:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from cluster.memory.neighbours import NEIGHBOUR_CHARS, joined
+from cluster.memory.neighbours import NEIGHBOUR_CHARS, joined, next_in_thread
 from cluster.memory.ranking import CONVERSATION_CHARS, conversation_of
-from cluster.memory.service import _next_in_thread
 
 
 def test_joined_keeps_each_neighbour_cut_and_none_for_no_neighbour() -> None:
@@ -17,7 +16,7 @@ def test_joined_keeps_each_neighbour_cut_and_none_for_no_neighbour() -> None:
 def test_the_next_write_of_a_conversation_in_a_batch_is_its_after_neighbour() -> None:
     threads = ["a", None, "b", "a", "a", "b"]
     texts = ["a1", "n", "b1", "a2", "a3", "b2"]
-    assert _next_in_thread(threads, texts) == ["a2", None, "b2", "a3", None, None]
+    assert next_in_thread(threads, texts) == ["a2", None, "b2", "a3", None, None]
 
 
 def test_a_conversation_is_the_session_scope_else_a_session_key_of_the_metadata_cut_to_its_column() -> None:

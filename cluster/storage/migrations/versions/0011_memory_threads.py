@@ -5,7 +5,7 @@ Revises: 0010_word_vectors
 
 ``thread`` is the memory's conversation (its session scope, else a session, conversation or thread
 id in its metadata), indexed so that a write finds the memory told just before it. Rows written
-before this revision keep no thread: they get no neighbours, and are no neighbour of later ones.
+before this revision get no thread here: 0012 links them.
 """
 
 from __future__ import annotations
