@@ -25,8 +25,16 @@ class MaintenanceSummary(Frozen):
     indexed: int = Field(default=0, ge=0, description="Queued vector changes applied to Milvus.")
 
 
+class MaintenanceIncomplete(RuntimeError):
+    """Some owners' turns could not be re-evaluated; every other owner and step was done."""
+
+
 def run_maintenance(memory: MemoryService, now: datetime | None = None) -> MaintenanceSummary:
-    """One pass over every owner; each step is owner by owner inside the memory service."""
+    """One pass over every owner; each step is owner by owner inside the memory service.
+
+    Raises :class:`MaintenanceIncomplete` after the whole pass when an owner's re-evaluation failed,
+    so that the run counts as failed (``hindsight_job_runs{outcome="error"}``) and the next retries it.
+    """
     promoted = memory.reevaluate(now=now)
     archived = memory.decay_and_archive(now)  # writes the accesses queries recorded first
     purged = memory.purge_expired(now)
@@ -35,4 +43,10 @@ def run_maintenance(memory: MemoryService, now: datetime | None = None) -> Maint
         promoted=promoted.changed, archived=archived.changed, purged=purged.changed, indexed=indexed
     )
     logger.info("memory maintenance: %s", summary)
+    if promoted.failed_owners:
+        named = ", ".join(repr(o) for o in promoted.failed_owners[:5])
+        raise MaintenanceIncomplete(
+            f"re-evaluation failed for {len(promoted.failed_owners)} owner(s) ({named}); their turns stay "
+            f"pending and the log has the error; every other owner and step ran: {summary}"
+        )
     return summary

@@ -17,6 +17,9 @@ from cluster.memory.timeparse import memory_date
 # Memories go into a prompt: 50 is far more than one prompt uses, and with values of at most
 # 16 KiB (MemoryLimits) bounds an answer to about 1 MB.
 MAX_TOP_K = 50
+#: How many ids a memory's provenance (``source_ids``) holds at most.
+MAX_SOURCE_IDS = 100
+
 TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many memories to return (at most {MAX_TOP_K}).")]
 
 
@@ -29,7 +32,9 @@ class MemoryWrite(Frozen):
     ttl: Ttl = Field(default_factory=Ttl, description="permanent, session or a time window.")
     metadata: JsonObject = Field(default_factory=dict, description="Source, confidence, tags, ...")
     entity: Name | None = Field(default=None, description="What the memory is about: a person, project, tool.")
-    source_ids: tuple[SourceId, ...] = Field(default=(), max_length=100, description="Ids it was derived from.")
+    source_ids: tuple[SourceId, ...] = Field(
+        default=(), max_length=MAX_SOURCE_IDS, description="Ids it was derived from."
+    )
     context: Text | None = Field(
         default=None,
         max_length=20_000,
@@ -247,6 +252,7 @@ class MaintenanceReport(Frozen):
     scanned: int = 0
     changed: int = 0
     memory_ids: tuple[uuid.UUID, ...] = ()
+    failed_owners: tuple[str, ...] = Field(default=(), description="Owners whose step raised (logged); the rest ran.")
 
 
 def value_text(value: str | dict[str, JsonValue]) -> str:

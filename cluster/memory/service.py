@@ -37,6 +37,7 @@ from cluster.memory.entities import ENTITY_KEYS, Vocabulary, VocabularyCache, wi
 from cluster.memory.expansion import TermSpaces, WordVectors, expand
 from cluster.memory.index import MilvusMemoryIndex, VectorHit, VectorRow
 from cluster.memory.models import (
+    MAX_SOURCE_IDS,
     MaintenanceReport,
     MatchExplanation,
     MemoryForget,
@@ -767,7 +768,11 @@ class MemoryService:
         log: LoggedTurnRow | LoggedRow, reason: PromotionReason, referenced_by: Sequence[uuid.UUID]
     ) -> MemoryWrite:
         """The memory a promoted turn becomes: its own text, keyed by what it changed when it is a
-        state change (so the next change of the same thing supersedes it), else by the turn."""
+        state change (so the next change of the same thing supersedes it), else by the turn.
+
+        Its provenance is the turn and the earliest of the later turns that referred to it: a turn
+        a whole conversation keeps coming back to may have more references than a memory holds.
+        """
         scope, ttl = promotion_target(reason, log.session_id)
         meta: dict[str, Any] = {
             **log.metadata,
@@ -782,7 +787,7 @@ class MemoryService:
             scope=scope,
             ttl=ttl,
             metadata=meta,
-            source_ids=(str(log.log_id), *(str(r) for r in referenced_by)),
+            source_ids=(str(log.log_id), *(str(r) for r in referenced_by[: MAX_SOURCE_IDS - 1])),
         )
 
     def reevaluate(self, owner: str | None = None, *, now: datetime | None = None) -> MaintenanceReport:
@@ -799,32 +804,46 @@ class MemoryService:
             owners = [check_owner(owner)]
         scanned = 0
         promoted: list[uuid.UUID] = []
+        failed: list[str] = []
         for who in owners:
-            with self.db.read() as session:
-                logged = self.store.log_since(session, who)
-            pending = {r.log_id: r for r in logged if r.status is LogStatus.PENDING}
-            scanned += len(pending)
-            turns = [
-                LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
-                for r in logged
-            ]
-            decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
-            requests = [self._promoted_write(pending[p.log_id], p.reason, p.referenced_by) for p in decisions]
-            texts = [value_text(r.value) for r in requests]
-            vectors = self.embedder.embed(texts) if texts else []
-            validities = [validity_for(r.ttl, r.scope, now) for r in requests]
-            with self.db.transaction() as session:
-                results, rows = self._insert_versions(session, who, requests, texts, vectors, validities, now)
-                for decision, result in zip(decisions, results, strict=True):
-                    self.store.mark_log(session, who, decision.log_id, LogStatus.PROMOTED, now, result.memory_id)
-                decided = {d.log_id for d in decisions}
-                for log_id, row in pending.items():
-                    if log_id not in decided and now - row.at > self.promotion.horizon:
-                        self.store.mark_log(session, who, log_id, LogStatus.KEPT, now, None)
-            self._settle(who, rows)
-            promoted.extend(r.memory_id for r in results)
+            # Rules read free text: an owner whose turns break one must not stop the others' promotion.
+            try:
+                pending, stored = self._reevaluate_owner(who, now)
+            except Exception:
+                logger.exception("re-evaluation of owner %r failed; its turns stay pending", who)
+                failed.append(who)
+                continue
+            scanned += pending
+            promoted.extend(stored)
         logger.info("re-evaluation scanned %s pending turns, promoted %s", scanned, len(promoted))
-        return MaintenanceReport(scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted))
+        return MaintenanceReport(
+            scanned=scanned, changed=len(promoted), memory_ids=tuple(promoted), failed_owners=tuple(failed)
+        )
+
+    def _reevaluate_owner(self, who: str, now: datetime) -> tuple[int, list[uuid.UUID]]:
+        """Promote one owner's pending turns; returns how many were pending and the memories stored."""
+        with self.db.read() as session:
+            logged = self.store.log_since(session, who)
+        pending = {r.log_id: r for r in logged if r.status is LogStatus.PENDING}
+        turns = [
+            LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
+            for r in logged
+        ]
+        decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
+        requests = [self._promoted_write(pending[p.log_id], p.reason, p.referenced_by) for p in decisions]
+        texts = [value_text(r.value) for r in requests]
+        vectors = self.embedder.embed(texts) if texts else []
+        validities = [validity_for(r.ttl, r.scope, now) for r in requests]
+        with self.db.transaction() as session:
+            results, rows = self._insert_versions(session, who, requests, texts, vectors, validities, now)
+            for decision, result in zip(decisions, results, strict=True):
+                self.store.mark_log(session, who, decision.log_id, LogStatus.PROMOTED, now, result.memory_id)
+            decided = {d.log_id for d in decisions}
+            for log_id, row in pending.items():
+                if log_id not in decided and now - row.at > self.promotion.horizon:
+                    self.store.mark_log(session, who, log_id, LogStatus.KEPT, now, None)
+        self._settle(who, rows)
+        return len(pending), [r.memory_id for r in results]
 
     # ------------------------------------------------------------------------------- maintenance
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 
 import pytest
 
+from cluster.core.errors import NotFound
 from cluster.core.types import utcnow
-from cluster.memory.maintenance import run_maintenance
+from cluster.memory.maintenance import MaintenanceIncomplete, run_maintenance
 from cluster.memory.models import MemoryWrite, Turn
 from cluster.memory.policy import Ttl
 from cluster.services import Services
@@ -38,3 +40,35 @@ def test_one_pass_promotes_a_turn_that_later_turns_refer_to(services: Services) 
     assert summary.promoted >= 1
     hits = memory.query("me", "Alma violin lessons").hits
     assert any("daughter" in str(h.memory.value) for h in hits)
+
+
+def test_an_owner_whose_reevaluation_fails_stops_no_one_else(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fault is injected: no known input breaks re-evaluation any more (a turn referred to by more
+    # turns than a memory's provenance holds did, and failed the whole pass for every owner).
+    memory = services.memory
+    start = utcnow() - timedelta(days=2)
+    for owner in ("broken", "fine"):
+        memory.observe(owner, "s1", Turn(text="My daughter Alma starts violin lessons in Porto", at=start))
+        memory.observe(owner, "s2", Turn(text="Alma loved her violin lessons in Porto", at=start + timedelta(days=1)))
+    brief = memory.apply_write("fine", MemoryWrite(key="otp", value="code 4821", ttl=Ttl.window(60)), now=start)
+    one_owner = memory._reevaluate_owner
+
+    def failing(who: str, now: datetime) -> tuple[int, list[uuid.UUID]]:
+        if who == "broken":
+            raise RuntimeError("a rule broke on this owner's turns")
+        return one_owner(who, now)
+
+    monkeypatch.setattr(memory, "_reevaluate_owner", failing)
+    with pytest.raises(MaintenanceIncomplete, match="'broken'"):
+        run_maintenance(memory)
+    # The other owner's turn was promoted and the rest of the pass ran.
+    assert any("daughter" in str(h.memory.value) for h in memory.query("fine", "Alma violin lessons").hits)
+    with pytest.raises(NotFound):
+        memory.get("fine", brief.memory_id)
+    # The failed owner's turns stayed pending: the next pass promotes them.
+    assert memory.query("broken", "Alma violin lessons").hits == ()
+    monkeypatch.undo()
+    assert run_maintenance(memory).promoted >= 1
+    assert any("daughter" in str(h.memory.value) for h in memory.query("broken", "Alma violin lessons").hits)

@@ -13,7 +13,7 @@ from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.core.ports import Embedder
 from cluster.embedding import CachedEmbedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryQuery, MemoryUpdate, MemoryWrite, Turn
+from cluster.memory.models import MAX_SOURCE_IDS, MemoryQuery, MemoryUpdate, MemoryWrite, Turn
 from cluster.memory.policy import ActivityPolicy, MemoryScope, MemoryState, RankingPolicy, Ttl
 from cluster.memory.service import MemoryService
 from cluster.services import build_memory_service
@@ -296,6 +296,20 @@ def test_a_turn_referenced_later_is_promoted_by_reevaluation(memory: MemoryServi
     # Running the job again changes nothing; other owners are untouched.
     assert memory.reevaluate(now=T0 + timedelta(days=3, minutes=5)).changed == 0
     assert memory.query("bob", "Hangzhou", now=T0 + timedelta(days=4)).hits == ()
+
+
+def test_a_turn_a_whole_conversation_comes_back_to_is_promoted(memory: MemoryService) -> None:
+    # More later turns refer to it than a memory's provenance holds: the job promoted nothing and
+    # failed on every run, so none of the owner's turns could be promoted any more.
+    topic = memory.observe("alice", "s1", Turn(text="The Hangzhou conference talk is about vector search"), now=T0)
+    for i in range(MAX_SOURCE_IDS + 20):
+        text = f"Another thought on the Hangzhou conference talk, number {i}"
+        memory.observe("alice", f"s{2 + i}", Turn(text=text), now=T0 + timedelta(days=1, minutes=i))
+    report = memory.reevaluate("alice", now=T0 + timedelta(days=2))
+    by_turn = {record.source_ids[0]: record for record in (memory.get("alice", m) for m in report.memory_ids)}
+    promoted = by_turn[str(topic.log_id)]
+    assert promoted.value == "The Hangzhou conference talk is about vector search"
+    assert len(promoted.source_ids) == MAX_SOURCE_IDS
 
 
 def test_unreferenced_turns_leave_the_queue_after_the_horizon(memory: MemoryService) -> None:
