@@ -155,6 +155,7 @@ class Visibility(Frozen):
 
 
 class LoggedRow(Frozen):
+    seq: int
     log_id: uuid.UUID
     session_id: str
     speaker: str
@@ -718,6 +719,7 @@ class SqlMemoryStore:
         )
         return [
             LoggedRow(
+                seq=r.seq,
                 log_id=r.log_id,
                 session_id=r.session_id,
                 speaker=r.speaker,
@@ -728,6 +730,22 @@ class SqlMemoryStore:
             )
             for r in rows
         ]
+
+    def logged_beside(
+        self, session: Session, owner: str, session_id: str, at: datetime, seq: int | None, *, after: bool
+    ) -> str | None:
+        """``speaker: text`` of the session's turn logged just before (or after) the one at ``at``
+        with ``seq`` (``None``: a turn not logged yet, which follows every turn logged at ``at``)."""
+        r = MemoryLogRow
+        stmt = select(r.speaker, r.text).where(r.owner == owner, r.session_id == session_id)
+        if after:
+            side = r.at > at if seq is None else or_(r.at > at, and_(r.at == at, r.seq > seq))
+            stmt = stmt.where(side).order_by(r.at, r.seq)
+        else:
+            side = r.at <= at if seq is None else or_(r.at < at, and_(r.at == at, r.seq < seq))
+            stmt = stmt.where(side).order_by(r.at.desc(), r.seq.desc())
+        found = session.execute(stmt.limit(1)).first()
+        return None if found is None else f"{found.speaker}: {found.text}"
 
     def mark_log(
         self,

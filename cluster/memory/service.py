@@ -58,7 +58,7 @@ from cluster.memory.models import (
     id_range,
     value_text,
 )
-from cluster.memory.neighbours import ThreadWrites, delete_versions
+from cluster.memory.neighbours import ThreadWrites, delete_versions, joined
 from cluster.memory.policy import (
     ActivityPolicy,
     LoggedTurn,
@@ -736,6 +736,8 @@ class MemoryService:
             return ObserveResult(log_id=log.log_id)
         request = self._promoted_write(log, reason, ())
         self._check(owner, request)
+        with self.db.read() as session:
+            request = self._in_its_session(session, owner, request, log, None)
         vectors = self.embedder.embed([log.text])
         validity = validity_for(request.ttl, request.scope, now)
         with self.db.transaction() as session:
@@ -790,6 +792,22 @@ class MemoryService:
             source_ids=(str(log.log_id), *(str(r) for r in referenced_by[: MAX_SOURCE_IDS - 1])),
         )
 
+    def _in_its_session(
+        self, session: Session, owner: str, request: MemoryWrite, log: LoggedTurnRow | LoggedRow, seq: int | None
+    ) -> MemoryWrite:
+        """A promoted turn searched with the turns logged just before and after it in its session.
+
+        A written memory of a conversation gets the memories told beside it as context; a promoted
+        turn's memories are only the turns promoted too, while the log has every turn (the question it
+        answers, the reply it got). It is the service's own context, as a derived one is, so the
+        writer's context limit does not apply (each neighbour is cut to ``NEIGHBOUR_CHARS``).
+        """
+        before, after = (
+            self.store.logged_beside(session, owner, log.session_id, log.at, seq, after=side) for side in (False, True)
+        )
+        context = joined(before, after)
+        return request if context is None else request.model_copy(update={"context": context})
+
     def reevaluate(self, owner: str | None = None, *, now: datetime | None = None) -> MaintenanceReport:
         """The delayed promotion job: promote logged turns that later turns referred back to.
 
@@ -830,7 +848,12 @@ class MemoryService:
             for r in logged
         ]
         decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
-        requests = [self._promoted_write(pending[p.log_id], p.reason, p.referenced_by) for p in decisions]
+        requests: list[MemoryWrite] = []
+        with self.db.read() as session:
+            for decision in decisions:
+                row = pending[decision.log_id]
+                write = self._promoted_write(row, decision.reason, decision.referenced_by)
+                requests.append(self._in_its_session(session, who, write, row, row.seq))
         texts = [value_text(r.value) for r in requests]
         vectors = self.embedder.embed(texts) if texts else []
         validities = [validity_for(r.ttl, r.scope, now) for r in requests]

@@ -11,7 +11,7 @@ from sqlalchemy import case, select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryWrite
+from cluster.memory.models import MemoryWrite, Turn
 from cluster.memory.policy import MemoryScope, RankingPolicy, Ttl
 from cluster.memory.service import MemoryService
 from cluster.memory.tables import MemoryOwnerRow, MemoryRow
@@ -237,3 +237,29 @@ def test_a_conversation_id_longer_than_a_column_links_its_turns(lexical: MemoryS
 def generation(database: Database, owner: str) -> int:
     with database.read() as session:
         return session.execute(select(MemoryOwnerRow.generation).where(MemoryOwnerRow.owner == owner)).scalar_one()
+
+
+def test_a_promoted_turn_is_found_by_the_turns_logged_beside_it(lexical: MemoryService, database: Database) -> None:
+    # Only Caroline's answer is promoted; the log holds the question it answers and the reply it got.
+    for i, (_, text) in enumerate(TURNS):
+        speaker, said = text.split(": ", 1)
+        lexical.observe("alice", "s1", Turn(speaker=speaker, text=said, at=T0 + timedelta(minutes=i)), now=T0)
+    lexical.observe("alice", "s2", Turn(text="Another Becky Chambers, the Wayfarers again", at=T0 + timedelta(days=2)))
+    report = lexical.reevaluate("alice", now=T0 + timedelta(days=2, minutes=1))
+    answer = lexical.get("alice", report.memory_ids[0])
+    assert answer.value == "Mostly Becky Chambers, the whole Wayfarers series."
+    assert contexts(database, "alice")[answer.key] == f"{TURNS[0][1]}\n{TURNS[2][1]}"
+    # "reading" is only the question's word: the promoted answer is found by it.
+    hits = lexical.query("alice", "what has she been reading", top_k=10, now=T0 + timedelta(days=3)).hits
+    assert [h.memory.memory_id for h in hits] == [answer.memory_id]
+
+
+def test_a_turn_promoted_as_it_is_logged_is_found_by_the_turn_before_it(
+    lexical: MemoryService, database: Database
+) -> None:
+    lexical.observe("alice", "s1", Turn(speaker="Melanie", text="Where do you live these days?", at=T0), now=T0)
+    moved = lexical.observe("alice", "s1", Turn(speaker="Caroline", text="I moved to Berlin", at=T0), now=T0)
+    assert moved.promoted is not None
+    assert contexts(database, "alice")[moved.key] == "Melanie: Where do you live these days?"
+    hits = lexical.query("alice", "where does Caroline live these days", top_k=10, now=T0 + timedelta(hours=1)).hits
+    assert [h.memory.memory_id for h in hits] == [moved.promoted.memory_id]
