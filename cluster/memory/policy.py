@@ -388,6 +388,16 @@ def write_trigger(text: str) -> PromotionReason | None:
     return None
 
 
+def spoken(speaker: str, text: str) -> str:
+    """A logged turn as its memory holds it: who said it, then what was said.
+
+    Questions about a conversation name its people ("What did Caroline read?"), and a turn's own
+    words rarely do; an agent that logs both sides of a conversation also needs to read who said a
+    promoted turn. So a promoted turn's value, and each neighbouring turn its context holds, is this.
+    """
+    return f"{speaker}: {text}"
+
+
 class LoggedTurn(Frozen):
     """One raw interaction as the delayed re-evaluation sees it."""
 

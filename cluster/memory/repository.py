@@ -36,7 +36,7 @@ from cluster.core.errors import NotFound
 from cluster.core.types import Frozen, utcnow
 from cluster.memory import statements
 from cluster.memory.models import MemoryRecord
-from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, terms
+from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, spoken, terms
 from cluster.memory.statements import CONTEXT_WEIGHT, KEY_WEIGHT, TEXT_WEIGHT
 from cluster.memory.tables import (
     FTS_TABLE,
@@ -734,8 +734,9 @@ class SqlMemoryStore:
     def logged_beside(
         self, session: Session, owner: str, session_id: str, at: datetime, seq: int | None, *, after: bool
     ) -> str | None:
-        """``speaker: text`` of the session's turn logged just before (or after) the one at ``at``
-        with ``seq`` (``None``: a turn not logged yet, which follows every turn logged at ``at``)."""
+        """The session's turn logged just before (or after) the one at ``at``
+        with ``seq`` (``None``: a turn not logged yet, which follows every turn logged at ``at``), as
+        :func:`~cluster.memory.policy.spoken` reads it."""
         r = MemoryLogRow
         stmt = select(r.speaker, r.text).where(r.owner == owner, r.session_id == session_id)
         if after:
@@ -745,7 +746,7 @@ class SqlMemoryStore:
             side = r.at <= at if seq is None else or_(r.at < at, and_(r.at == at, r.seq < seq))
             stmt = stmt.where(side).order_by(r.at.desc(), r.seq.desc())
         found = session.execute(stmt.limit(1)).first()
-        return None if found is None else f"{found.speaker}: {found.text}"
+        return None if found is None else spoken(found.speaker, found.text)
 
     def mark_log(
         self,

@@ -75,6 +75,7 @@ from cluster.memory.policy import (
     find_promotions,
     next_version,
     promotion_target,
+    spoken,
     state_key,
     turn_log_id,
     validity_for,
@@ -701,7 +702,7 @@ class MemoryService:
         check_owner(owner)
         session_id, turn = request.session_id, request.turn
         # A logged turn may become a memory value later: it must fit one.
-        self.limits.check(turn.text, turn.metadata)
+        self.limits.check(spoken(turn.speaker, turn.text), turn.metadata)
         now = now or utcnow()
         log_id = turn_log_id(owner, session_id, turn.speaker, turn.text, turn.at)
         with self.db.read() as session:
@@ -738,10 +739,11 @@ class MemoryService:
         self._check(owner, request)
         with self.db.read() as session:
             request = self._in_its_session(session, owner, request, log, None)
-        vectors = self.embedder.embed([log.text])
+        text = value_text(request.value)
+        vectors = self.embedder.embed([text])
         validity = validity_for(request.ttl, request.scope, now)
         with self.db.transaction() as session:
-            results, rows = self._insert_versions(session, owner, [request], [log.text], vectors, [validity], now)
+            results, rows = self._insert_versions(session, owner, [request], [text], vectors, [validity], now)
             promoted = {"status": LogStatus.PROMOTED, "memory_id": results[0].memory_id, "evaluated_at": now}
             self.store.log(session, log.model_copy(update=promoted))
         self._settle(owner, rows)
@@ -769,8 +771,9 @@ class MemoryService:
     def _promoted_write(
         log: LoggedTurnRow | LoggedRow, reason: PromotionReason, referenced_by: Sequence[uuid.UUID]
     ) -> MemoryWrite:
-        """The memory a promoted turn becomes: its own text, keyed by what it changed when it is a
-        state change (so the next change of the same thing supersedes it), else by the turn.
+        """The memory a promoted turn becomes: who said it and what was said ("Caroline: I moved to
+        Berlin"), keyed by what it changed when it is a state change (so the next change of the same
+        thing supersedes it), else by the turn.
 
         Its provenance is the turn and the earliest of the later turns that referred to it: a turn
         a whole conversation keeps coming back to may have more references than a memory holds.
@@ -785,7 +788,7 @@ class MemoryService:
         key = state_key(log.text, log.speaker) if reason is not PromotionReason.REFERENCED_LATER else None
         return MemoryWrite(
             key=key or f"turn:{log.log_id}",
-            value=log.text,
+            value=spoken(log.speaker, log.text),
             scope=scope,
             ttl=ttl,
             metadata=meta,

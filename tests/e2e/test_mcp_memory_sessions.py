@@ -49,7 +49,7 @@ async def test_an_explicit_remember_is_stored_at_once_for_good(client: Client) -
     assert text == f"Stored as [{logged['key']}] (explicit; id {short}, v1)."
     ended = await call(client, "memory_end_session", {"session_id": "s1"})
     assert ended == {"session_id": "s1", "expired": 0}
-    assert await values(client, "allergies") == ["Please remember that I am allergic to peanuts"]
+    assert await values(client, "allergies") == ["user: Please remember that I am allergic to peanuts"]
 
 
 async def test_the_second_state_change_of_the_same_thing_supersedes_the_first(client: Client) -> None:
@@ -60,10 +60,10 @@ async def test_the_second_state_change_of_the_same_thing_supersedes_the_first(cl
     assert paris["promoted"]["version"] == 2
     assert paris["promoted"]["superseded_id"] == berlin["promoted"]["memory_id"]
     assert f"replaces {berlin['promoted']['memory_id'][:8]})." in text
-    assert await values(client, HOME) == ["We moved to Paris last week"]
+    assert await values(client, HOME) == ["user: We moved to Paris last week"]
     history = (await call(client, "memory_query", {"query": HOME, "include_history": True, "detail": True}))["hits"]
     states = {h["memory"]["value"]: (h["memory"]["state"], h["memory"]["version"]) for h in history}
-    assert states == {"I moved to Berlin": ("superseded", 1), "We moved to Paris last week": ("current", 2)}
+    assert states == {"user: I moved to Berlin": ("superseded", 1), "user: We moved to Paris last week": ("current", 2)}
 
 
 async def test_ending_a_session_expires_its_state_and_nothing_else(client: Client) -> None:
@@ -75,7 +75,7 @@ async def test_ending_a_session_expires_its_state_and_nothing_else(client: Clien
     assert ended.structured_content == {"session_id": "s1", "expired": 1}
     assert ended.content[0].text == "Session s1 ended; 1 memory expired."
     left = sorted(await values(client, "build"))
-    assert left == ["Remember that the build server is in Porto", "The build is now red"]
+    assert left == ["user: Remember that the build server is in Porto", "user: The build is now red"]
     again = await call(client, "memory_end_session", {"session_id": "s1"})
     assert again["expired"] == 0
 
@@ -93,12 +93,12 @@ async def test_a_turn_a_later_session_refers_back_to_is_promoted_by_maintenance(
     assert summary.promoted == 1
     hits = (await call(client, "memory_query", {"query": "Alma violin lessons", "detail": True}))["hits"]
     promoted = [h["memory"] for h in hits if h["memory"]["metadata"].get("promoted") == "referenced_later"]
-    assert [m["value"] for m in promoted] == ["My daughter Alma starts violin lessons in Porto"]
+    assert [m["value"] for m in promoted] == ["user: My daughter Alma starts violin lessons in Porto"]
     assert promoted[0]["scope"]["kind"] == "user"
     assert promoted[0]["source_ids"][0] == first["log_id"]
     # Promoted turns are long-term: closing their session keeps them.
     await call(client, "memory_end_session", {"session_id": "s1"})
-    assert "My daughter Alma starts violin lessons in Porto" in await values(client, "Alma violin lessons")
+    assert "user: My daughter Alma starts violin lessons in Porto" in await values(client, "Alma violin lessons")
 
 
 async def test_a_retried_observe_is_logged_and_stored_once(client: Client) -> None:
@@ -110,7 +110,7 @@ async def test_a_retried_observe_is_logged_and_stored_once(client: Client) -> No
     assert again["promoted"]["memory_id"] == first["promoted"]["memory_id"]
     assert text.startswith("Already logged; nothing written again. Stored as [state:user:moved]")
     history = await values(client, "Berlin", include_history=True)
-    assert history == ["I moved to Berlin"]
+    assert history == ["user: I moved to Berlin"]
 
 
 async def test_the_tools_say_their_defaults(client: Client, services: Services) -> None:
@@ -161,17 +161,17 @@ async def test_the_running_service_promotes_observed_turns_and_ends_sessions(ray
         async with http_client(service.mcp_url, "token-alice") as alice:
             await observe(alice, "s1", "I moved to Berlin")
             await observe(alice, "s1", "I moved to Paris")
-            assert await values(alice, HOME) == ["I moved to Paris"]
+            assert await values(alice, HOME) == ["user: I moved to Paris"]
             earlier = (utcnow() - timedelta(days=1)).isoformat()
             await observe(alice, "s0", "My daughter Alma starts violin lessons in Porto", at=earlier)
             await observe(alice, "s1", "How did Alma like her violin lessons?")
             # The maintenance actor promotes the referenced turn on one of its next passes.
             with anyio.fail_after(60):
-                while "My daughter Alma starts violin lessons in Porto" not in await values(alice, "Alma violin"):
+                while "user: My daughter Alma starts violin lessons in Porto" not in await values(alice, "Alma violin"):
                     await anyio.sleep(0.2)
             ended = await call(alice, "memory_end_session", {"session_id": "s1"})
             assert ended["expired"] == 1
-            assert "I moved to Paris" not in await values(alice, HOME)
+            assert "user: I moved to Paris" not in await values(alice, HOME)
         async with http_client(service.mcp_url, "token-bob") as bob:
             assert await values(bob, "Alma violin") == []
     finally:

@@ -290,7 +290,7 @@ def test_a_turn_referenced_later_is_promoted_by_reevaluation(memory: MemoryServi
     found = memory.query("alice", "Hangzhou trip", now=T0 + timedelta(days=3, minutes=2))
     assert len(found.hits) == 1
     hit = found.hits[0].memory
-    assert hit.value == "I'm going to Hangzhou next week for the conference"
+    assert hit.value == "user: I'm going to Hangzhou next week for the conference"
     assert hit.source_ids == (str(trip.log_id), str(later.log_id))
     assert hit.metadata["promoted"] == "referenced_later"
     # Running the job again changes nothing; other owners are untouched.
@@ -308,7 +308,7 @@ def test_a_turn_a_whole_conversation_comes_back_to_is_promoted(memory: MemorySer
     report = memory.reevaluate("alice", now=T0 + timedelta(days=2))
     by_turn = {record.source_ids[0]: record for record in (memory.get("alice", m) for m in report.memory_ids)}
     promoted = by_turn[str(topic.log_id)]
-    assert promoted.value == "The Hangzhou conference talk is about vector search"
+    assert promoted.value == "user: The Hangzhou conference talk is about vector search"
     assert len(promoted.source_ids) == MAX_SOURCE_IDS
 
 

@@ -31,10 +31,13 @@ def test_a_second_state_change_of_the_same_thing_supersedes_the_first(memory: Me
     assert paris.promoted.superseded_id == stored(berlin)
     later = T0 + timedelta(hours=2)
     current = memory.query("alice", "where does the user live", top_k=10, now=later)
-    assert [h.memory.value for h in current.hits] == ["We moved to Paris last week"]
+    assert [h.memory.value for h in current.hits] == ["user: We moved to Paris last week"]
     history = memory.query("alice", "where does the user live", top_k=10, include_history=True, now=later)
     states = {h.memory.value: h.memory.state for h in history.hits}
-    assert states == {"I moved to Berlin": MemoryState.SUPERSEDED, "We moved to Paris last week": MemoryState.CURRENT}
+    assert states == {
+        "user: I moved to Berlin": MemoryState.SUPERSEDED,
+        "user: We moved to Paris last week": MemoryState.CURRENT,
+    }
     # The session's end expires both versions, and counts the one memory that was current.
     assert memory.end_session("alice", "s1", now=later).expired == 1
     after = T0 + timedelta(hours=3)
