@@ -134,14 +134,23 @@ def load(path: Path) -> list[Conversation]:
     return conversations
 
 
-def memory_writes(conv: Conversation, *, with_context: bool = True) -> list[MemoryWrite]:
+#: The metadata keys as this benchmark names them, and as another writer might (another style).
+KEYS = ("session", "session_date_time", "speaker")
+STYLED_KEYS = ("Session_No", "sessionDateTime", "Speaker")
+
+
+def memory_writes(
+    conv: Conversation, *, with_context: bool = True, keys: tuple[str, str, str] = KEYS
+) -> list[MemoryWrite]:
     """The turns as any writer sends them: no context, so the service searches each with the turns
-    told beside it in its session (``with_context=False`` sends an empty context: none at all)."""
+    told beside it in its session (``with_context=False`` sends an empty context: none at all).
+    ``keys`` name the session number, the session's date and the speaker in the metadata."""
+    session, date_time, speaker = keys
     return [
         MemoryWrite(
             key=turn.dia_id,
             value=turn.item_text,
-            metadata={"session": turn.session, "session_date_time": turn.date_time, "speaker": turn.speaker},
+            metadata={session: turn.session, date_time: turn.date_time, speaker: turn.speaker},
             context=None if with_context else "",
             source_ids=(turn.dia_id,),
         )
@@ -309,6 +318,11 @@ def main() -> None:
         for conv in conversations:
             service.apply_writes(conv.sample_id + "#bare", memory_writes(conv, with_context=False))
         results["memory (hybrid), no neighbour context"] = evaluate(conversations, memory_ranker(service, "#bare"))
+        # The same turns with the metadata keys in another writer's style (separate owners).
+        for conv in conversations:
+            service.apply_writes(conv.sample_id + "#styled", memory_writes(conv, keys=STYLED_KEYS))
+        styled = "memory (hybrid), metadata keys " + ", ".join(STYLED_KEYS)
+        results[styled] = evaluate(conversations, memory_ranker(service, "#styled"))
         bm25 = bm25_ranker(conversations)
         dense = dense_ranker(conversations, embedder)
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)

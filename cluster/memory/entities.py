@@ -15,10 +15,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS
+from cluster.memory.policy import STOPWORDS, snake_key
 
-#: Metadata keys whose string values name an entity of the memory.
+#: Metadata keys whose string values name an entity of the memory, in any style and alone or as
+#: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).
 ENTITY_KEYS = ("speaker", "author", "person", "people", "participants", "entity", "place", "location")
+_NAME_SUFFIXES = ("", "name", "names")
+#: Each entity key with its letters and digits only, as SQL can compare a stored key with it cheaply.
+SQUASHED_ENTITY_KEYS = tuple(f"{key}{suffix}" for key in ENTITY_KEYS for suffix in _NAME_SUFFIXES)
 MAX_NAME_CHARS = 60
 MIN_PREFIX = 3
 
@@ -34,11 +38,18 @@ def name_key(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for w in words(name))
 
 
-def entity_values(entity: str | None, metadata: Mapping[str, Any], keys: Iterable[str] = ENTITY_KEYS) -> set[str]:
+def is_entity_key(key: str) -> bool:
+    """Does this metadata key name an entity of its memory (see :data:`ENTITY_KEYS`)?"""
+    snake = snake_key(key)
+    return snake.removesuffix("_names").removesuffix("_name") in ENTITY_KEYS
+
+
+def entity_values(entity: str | None, metadata: Mapping[str, Any]) -> set[str]:
     """The entity names one memory carries: its ``entity`` and entity-like metadata strings."""
     found = {entity} if entity else set()
-    for key in keys:
-        value = metadata.get(key)
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not is_entity_key(key):
+            continue
         values = value if isinstance(value, list) else [value]
         found.update(v for v in values if isinstance(v, str) and 0 < len(v) <= MAX_NAME_CHARS)
     return {v.strip() for v in found if v.strip()}

@@ -287,6 +287,13 @@ STOPWORDS = frozenset(
 )
 
 
+def snake_key(key: str) -> str:
+    """A metadata key as the rules read it, whatever style its writer used: lower snake case
+    ("sessionId", "Session-ID" and "session id" all read "session_id")."""
+    split = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key)
+    return re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
+
+
 def terms(text: str) -> list[str]:
     """Lower-case word tokens without stopwords, in order (duplicates kept)."""
     return [t for t in (w.lower() for w in _WORD.findall(text)) if t not in STOPWORDS and len(t) > 1]

@@ -28,12 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
+from itertools import product
 from typing import Any
 
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.expansion import content_words
-from cluster.memory.policy import RankingPolicy, rrf
+from cluster.memory.policy import RankingPolicy, rrf, snake_key
 from cluster.memory.timeparse import Interval, TimeMention, find_duration, find_times, memory_date
 
 _WHEN = re.compile(
@@ -151,8 +152,16 @@ def _reads_times(plan: QueryPlan) -> bool:
     return bool(plan.intervals or plan.yearless) or plan.asks_when
 
 
-#: Metadata keys that name the session (conversation) a memory was told in.
-SESSION_KEYS = ("session_id", "session", "conversation_id", "thread_id")
+#: A metadata key names the conversation a memory was told in when it is one of these words, alone
+#: or with an id-like suffix, in any style (:func:`~cluster.memory.policy.snake_key`): "session",
+#: "session_id", "sessionNumber", "Chat-ID", "thread_no". "session_date_time" says something else.
+CONVERSATION_WORDS = ("session", "conversation", "thread", "dialog", "dialogue", "chat")
+ID_SUFFIXES = ("id", "", "no", "num", "number", "key")
+#: Each such key, as ``snake_key`` reads it, and its precedence when a memory has several (earlier wins).
+_CONVERSATION_KEYS = {
+    f"{word}_{suffix}" if suffix else word: rank
+    for rank, (word, suffix) in enumerate(product(CONVERSATION_WORDS, ID_SUFFIXES))
+}
 
 #: A conversation id is stored and indexed in this many characters (``memories.thread``).
 CONVERSATION_CHARS = 200
@@ -172,15 +181,24 @@ def facts_of(
 
 
 def conversation_of(session_id: str | None, metadata: Mapping[str, Any]) -> str | None:
-    """The conversation a memory was told in: its session scope's id, else the first of
-    :data:`SESSION_KEYS` its metadata holds as text or a number.
+    """The conversation a memory was told in: its session scope's id, else the text or number its
+    metadata holds under a conversation key (see :data:`CONVERSATION_WORDS`).
 
     Metadata is free-form, so an id there may be longer than :data:`CONVERSATION_CHARS`: it is cut
     to fit, with a digest of the whole id that keeps two long ids apart.
     """
     found = session_id
     if found is None:
-        found = next((str(metadata[k]) for k in SESSION_KEYS if isinstance(metadata.get(k), str | int)), None)
+        named = [
+            (rank, str(value))
+            for key, value in metadata.items()
+            if isinstance(key, str)
+            and (rank := _CONVERSATION_KEYS.get(snake_key(key))) is not None
+            and isinstance(value, str | int)
+            and not isinstance(value, bool)
+            and str(value).strip()
+        ]
+        found = min(named)[1] if named else None
     if found is None or len(found) <= CONVERSATION_CHARS:
         return found
     digest = hashlib.sha256(found.encode()).hexdigest()[:16]

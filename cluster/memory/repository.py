@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from cluster.core.errors import NotFound
 from cluster.core.types import Frozen, utcnow
 from cluster.memory import statements
+from cluster.memory.entities import SQUASHED_ENTITY_KEYS, is_entity_key
 from cluster.memory.models import MemoryRecord
 from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, spoken, terms
 from cluster.memory.statements import CONTEXT_WEIGHT, KEY_WEIGHT, TEXT_WEIGHT
@@ -584,19 +585,20 @@ class SqlMemoryStore:
         )
         return [LexicalHit(seq, float(score)) for seq, score in session.execute(stmt, params)]
 
-    def entity_names(self, session: Session, owner: str, after_seq: int, keys: tuple[str, ...]) -> tuple[set[str], int]:
+    def entity_names(self, session: Session, owner: str, after_seq: int) -> tuple[set[str], int]:
         """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
 
-        Names are the ``entity`` column and the string values of the metadata ``keys``, made
-        distinct in SQL, so the metadata documents are not decoded here.
+        Names are the ``entity`` column and the string values of entity keys of the metadata
+        (:func:`~cluster.memory.entities.is_entity_key`), made distinct in SQL, so the metadata
+        documents are not decoded here.
         """
-        stmt = statements.entity_names(keys, first=after_seq <= 0, dialect=self.dialect)
+        stmt = statements.entity_names(SQUASHED_ENTITY_KEYS, first=after_seq <= 0, dialect=self.dialect)
         names: set[str] = set()
         newest = after_seq
-        for seq, name in _core(session, stmt, {"owner": owner, "after": after_seq}):
+        for seq, key, name in _core(session, stmt, {"owner": owner, "after": after_seq}):
             if seq is not None:
                 newest = max(newest, int(seq))
-            elif isinstance(name, str) and name:
+            elif isinstance(name, str) and name and (key is None or is_entity_key(key)):
                 names.add(name)
         return names, newest
 

@@ -33,7 +33,7 @@ from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import FactsCache, QueryCache
-from cluster.memory.entities import ENTITY_KEYS, Vocabulary, VocabularyCache, without_names
+from cluster.memory.entities import Vocabulary, VocabularyCache, without_names
 from cluster.memory.expansion import TermSpaces, WordVectors, expand
 from cluster.memory.index import MilvusMemoryIndex, VectorHit, VectorRow
 from cluster.memory.models import (
@@ -597,7 +597,7 @@ class MemoryService:
         policy = self.ranking
         searching = self._searches.submit(self._search, owner, request.query, vis)
         vocabulary = self.vocabularies.vocabulary(
-            owner, lambda after: self.store.entity_names(session, owner, after, ENTITY_KEYS), generation
+            owner, lambda after: self.store.entity_names(session, owner, after), generation
         )
         plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
         if policy.expansion_weight > 0:

@@ -154,8 +154,9 @@ def candidate_facts() -> Select[Any]:
 @lru_cache(maxsize=8)
 def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
     """The distinct entity names of the owner's memories after ``:after`` (the ``entity`` column and
-    the metadata ``keys`` holding a string), and the newest seq among them, in one statement (one
-    snapshot): a row ``(newest, NULL)``, then a row ``(NULL, name)`` per name.
+    string values of metadata keys that, with only their letters and digits kept, lower case, are
+    one of ``keys``), and the newest seq among them, in one statement (one snapshot): a row
+    ``(newest, NULL, NULL)``, then a row ``(NULL, key, name)`` per name (the key NULL for the column).
 
     The database makes the names distinct: a large owner has ~100k rows and a dozen names. The first
     load reads the owner's rows by the owner index; later ones by seq range (``owned_by_seq``), so
@@ -171,11 +172,13 @@ def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
     else:
         each, value, is_text = "json_each(m.metadata)", "j.value", "j.type = 'text'"
     wanted = ", ".join(f":key{i}" for i in range(len(keys)))
+    squashed = "lower(replace(replace(replace(replace(j.key, '_', ''), '-', ''), ' ', ''), '.', ''))"
     return text(
-        f"SELECT (SELECT max(m.seq) FROM {table} WHERE {where}), NULL "
-        f"UNION ALL SELECT NULL, name FROM ("
-        f"SELECT m.entity AS name FROM {table} WHERE {where} AND m.entity IS NOT NULL "
-        f"UNION SELECT {value} FROM {table}, {each} AS j WHERE {where} AND j.key IN ({wanted}) AND {is_text}"
+        f"SELECT (SELECT max(m.seq) FROM {table} WHERE {where}), NULL, NULL "
+        f"UNION ALL SELECT NULL, key, name FROM ("
+        f"SELECT NULL AS key, m.entity AS name FROM {table} WHERE {where} AND m.entity IS NOT NULL "
+        f"UNION SELECT j.key, {value} FROM {table}, {each} AS j "
+        f"WHERE {where} AND {squashed} IN ({wanted}) AND {is_text}"
         ") AS names"
     ).bindparams(**{f"key{i}": k for i, k in enumerate(keys)})
 

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import model_validator
 
 from cluster.core.types import Frozen
+from cluster.memory.policy import snake_key
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
@@ -287,9 +288,9 @@ def memory_date(metadata: Mapping[str, Any], fallback: datetime) -> date:
 
 
 def _date_keys(metadata: Mapping[str, Any]) -> Iterable[str]:
-    keys = [k for k in metadata if isinstance(k, str)]
+    keys = [(k, snake_key(k)) for k in metadata if isinstance(k, str)]
     for suffix in DATE_KEYS:
-        yield from (k for k in keys if k.lower() == suffix or k.lower().endswith("_" + suffix))
+        yield from (k for k, snake in keys if snake == suffix or snake.endswith("_" + suffix))
 
 
 # ------------------------------------------------------------------------------------------ rules

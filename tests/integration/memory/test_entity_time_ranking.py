@@ -6,7 +6,6 @@ import pytest
 from sqlalchemy import update
 
 from cluster.core.ports import Embedder
-from cluster.memory.entities import ENTITY_KEYS
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryHit, MemoryWrite
 from cluster.memory.policy import RankingPolicy
@@ -86,11 +85,15 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
 
     def names(after: int) -> tuple[set[str], int]:
         with database.read() as session:
-            return memory.store.entity_names(session, "alice", after, ENTITY_KEYS)
+            return memory.store.entity_names(session, "alice", after)
 
     found, newest = names(-1)
     # Only strings count: not a list, an object or a number under a name key, nor an empty name.
     assert found == {"Project Apollo", "Caroline", "Melanie"}
+    # A name key in another style counts; a key that only looks like one does not.
+    memory.write("alice", "s", "styled", metadata={"Speaker-Name": "Gina", "speakers_list": "Jon"}, now=T0)
+    styled, newest = names(newest)
+    assert styled == {"Gina"}
     memory.write("alice", "d", "four", metadata={"speaker": "Dora", "author": "Melanie"}, now=T0)
     grown, newer = names(newest)
     assert (grown, newer > newest) == ({"Dora", "Melanie"}, True)
@@ -98,4 +101,4 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
     # Metadata that is not an object (only a direct SQL write can store it) names nothing, fails nothing.
     with database.transaction() as session:
         session.execute(update(MemoryRow).where(MemoryRow.key == "b").values(meta=["Melanie"]))
-    assert names(-1)[0] == {"Project Apollo", "Caroline", "Dora", "Melanie"}
+    assert names(-1)[0] == {"Project Apollo", "Caroline", "Gina", "Dora", "Melanie"}

@@ -75,3 +75,8 @@ def test_a_vocabulary_is_not_read_again_while_the_owners_generation_stands() -> 
     assert "Jon" in cache.vocabulary("a", load, generation=5)  # a write bumped it: read what is new
     cache.vocabulary("a", load)  # no generation known: always read
     assert asked == [0, 3, 5]
+
+
+def test_an_entity_key_is_read_in_any_style() -> None:
+    styled = {"Speaker": "Gina", "authorName": "Jon", "place names": ["Paris"], "speakers": "No", "location_id": "L9"}
+    assert entity_values(None, styled) == {"Gina", "Jon", "Paris"}

@@ -30,3 +30,15 @@ def test_a_conversation_is_the_session_scope_else_a_session_key_of_the_metadata_
     assert len(cut_a) == len(cut_b) == CONVERSATION_CHARS
     assert cut_a != cut_b
     assert conversation_of(None, {"session": "a" * CONVERSATION_CHARS}) == "a" * CONVERSATION_CHARS
+
+
+def test_a_conversation_key_is_read_in_any_style_and_a_key_that_says_something_else_is_not() -> None:
+    for key in ("session", "sessionId", "Session-ID", "session number", "session_no", "chatId", "Dialogue", "thread"):
+        assert conversation_of(None, {key: 3}) == "3", key
+    for key in ("session_date_time", "sessionDateTime", "chat_log", "threads", "session_length"):
+        assert conversation_of(None, {key: "x"}) is None, key
+    # Several: the session's id first, then the bare word, then other suffixes, then the other words.
+    assert conversation_of(None, {"chat_id": "c", "session": "s", "sessionId": "id"}) == "id"
+    assert conversation_of(None, {"chat_id": "c", "session_number": "n"}) == "n"
+    # Neither a flag nor a blank names a conversation.
+    assert conversation_of(None, {"session": True, "thread": " "}) is None

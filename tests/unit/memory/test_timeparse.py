@@ -122,6 +122,9 @@ def test_a_memorys_date_comes_from_date_like_metadata_before_its_validity() -> N
     assert memory_date({"date": "2022-12-24"}, written) == date(2022, 12, 24)
     assert memory_date({"note": "8 May 2023"}, written) == date(2026, 1, 1)
     assert memory_date({"date": "soon"}, written) == date(2026, 1, 1)
+    # Any key style: camel case, capitals, spaces.
+    assert memory_date({"sessionDateTime": "1:56 pm on 8 May, 2023"}, written) == date(2023, 5, 8)
+    assert memory_date({"Created At": "2022-12-24"}, written) == date(2022, 12, 24)
 
 
 def test_an_interval_cannot_end_before_it_starts() -> None:
