@@ -736,9 +736,9 @@ class SqlMemoryStore:
     def logged_beside(
         self, session: Session, owner: str, session_id: str, at: datetime, seq: int | None, *, after: bool
     ) -> str | None:
-        """The session's turn logged just before (or after) the one at ``at``
-        with ``seq`` (``None``: a turn not logged yet, which follows every turn logged at ``at``), as
-        :func:`~cluster.memory.policy.spoken` reads it."""
+        """The session's turn logged just before (or after) the one at ``at`` with ``seq``, as
+        :func:`~cluster.memory.policy.spoken` reads it (``seq`` ``None``: a turn not logged yet,
+        which follows every turn logged at ``at``)."""
         r = MemoryLogRow
         stmt = select(r.speaker, r.text).where(r.owner == owner, r.session_id == session_id)
         if after:

@@ -783,6 +783,9 @@ class MemoryService:
             **log.metadata,
             "speaker": log.speaker,
             "session_id": log.session_id,
+            # The day the memory speaks of is the day it was said, not the day it was promoted
+            # (a date the turn's own metadata holds still comes first: see ``memory_date``).
+            "said_at": as_utc(log.at).isoformat(),
             "promoted": reason.value,
         }
         key = state_key(log.text, log.speaker) if reason is not PromotionReason.REFERENCED_LATER else None

@@ -13,7 +13,7 @@ from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.core.ports import Embedder
 from cluster.embedding import CachedEmbedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MAX_SOURCE_IDS, MemoryQuery, MemoryUpdate, MemoryWrite, Turn
+from cluster.memory.models import MAX_SOURCE_IDS, MemoryQuery, MemoryUpdate, MemoryWrite, ServedMemory, Turn
 from cluster.memory.policy import ActivityPolicy, MemoryScope, MemoryState, RankingPolicy, Ttl
 from cluster.memory.service import MemoryService
 from cluster.services import build_memory_service
@@ -286,6 +286,7 @@ def test_a_turn_referenced_later_is_promoted_by_reevaluation(memory: MemoryServi
     question = Turn(text="Can you check the Hangzhou forecast for the conference days?")
     later = memory.observe("alice", "s2", question, now=T0 + timedelta(days=3))
     report = memory.reevaluate(now=T0 + timedelta(days=3, minutes=1))
+    report_day = (T0 + timedelta(days=3, minutes=1)).date()
     assert report.changed == 1
     found = memory.query("alice", "Hangzhou trip", now=T0 + timedelta(days=3, minutes=2))
     assert len(found.hits) == 1
@@ -293,6 +294,8 @@ def test_a_turn_referenced_later_is_promoted_by_reevaluation(memory: MemoryServi
     assert hit.value == "user: I'm going to Hangzhou next week for the conference"
     assert hit.source_ids == (str(trip.log_id), str(later.log_id))
     assert hit.metadata["promoted"] == "referenced_later"
+    # It speaks of the day it was said, not of the day it was promoted.
+    assert ServedMemory.of(found.hits[0]).day == T0.date() != report_day
     # Running the job again changes nothing; other owners are untouched.
     assert memory.reevaluate(now=T0 + timedelta(days=3, minutes=5)).changed == 0
     assert memory.query("bob", "Hangzhou", now=T0 + timedelta(days=4)).hits == ()

@@ -125,6 +125,9 @@ def test_a_memorys_date_comes_from_date_like_metadata_before_its_validity() -> N
     # Any key style: camel case, capitals, spaces.
     assert memory_date({"sessionDateTime": "1:56 pm on 8 May, 2023"}, written) == date(2023, 5, 8)
     assert memory_date({"Created At": "2022-12-24"}, written) == date(2022, 12, 24)
+    # A timestamp's day.
+    assert memory_date({"timestamp": "2023-05-08T13:56:00Z"}, written) == date(2023, 5, 8)
+    assert memory_date({"timestamp": "2023-05-081"}, written) == date(2026, 1, 1)
 
 
 def test_an_interval_cannot_end_before_it_starts() -> None:
