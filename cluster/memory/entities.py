@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from cluster.memory.growth import PerOwner
@@ -38,6 +39,7 @@ def name_key(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for w in words(name))
 
 
+@lru_cache(maxsize=4096)
 def is_entity_key(key: str) -> bool:
     """Does this metadata key name an entity of its memory (see :data:`ENTITY_KEYS`)?"""
     snake = snake_key(key)

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Annotated, Self
 
 from pydantic import AfterValidator, Field, JsonValue, model_validator
@@ -287,9 +288,11 @@ STOPWORDS = frozenset(
 )
 
 
+@lru_cache(maxsize=4096)
 def snake_key(key: str) -> str:
     """A metadata key as the rules read it, whatever style its writer used: lower snake case
-    ("sessionId", "Session-ID" and "session id" all read "session_id")."""
+    ("sessionId", "Session-ID" and "session id" all read "session_id"). Cached: every candidate of
+    a query has its metadata read, and an owner's memories share a few keys."""
     split = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key)
     return re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
 
