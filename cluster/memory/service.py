@@ -25,10 +25,10 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from cluster.core.errors import Conflict, HindsightError, InvalidInput, NotFound
+from cluster.core.errors import Conflict, HindsightError, InvalidInput, NotFound, StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
@@ -833,6 +833,8 @@ class MemoryService:
             # Rules read free text: an owner whose turns break one must not stop the others' promotion.
             try:
                 pending, stored = self._reevaluate_owner(who, now)
+            except (StoreUnavailable, OperationalError):
+                raise  # a store (or the embedder) is down for every owner: nothing to isolate
             except Exception:
                 logger.exception("re-evaluation of owner %r failed; its turns stay pending", who)
                 failed.append(who)
