@@ -53,9 +53,10 @@ def observe_all(service: MemoryService, conv: Conversation, owner: str, *, dated
     return last
 
 
-def run(service: MemoryService, database: Database, conversations: list[Conversation], suffix: str) -> None:
-    """Observe, re-evaluate and ask, each conversation as owner ``sample_id + suffix``; print the figures."""
-    dated = bool(suffix)
+def run(service: MemoryService, database: Database, conversations: list[Conversation], *, dated: bool) -> None:
+    """Observe, re-evaluate and ask, each conversation as its own owner (``dated``: the session's date
+    in each turn's metadata too, separate owners); print the figures."""
+    suffix = "#dated" if dated else ""
     started = time.perf_counter()
     ends = {c.sample_id: observe_all(service, c, c.sample_id + suffix, dated=dated) for c in conversations}
     logged = time.perf_counter() - started
@@ -119,8 +120,8 @@ def main() -> None:
         index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection="locomo_observe")
         index.reset()
         service = MemoryService(database, embedder, index)
-        run(service, database, conversations, "")
-        run(service, database, conversations, "#dated")
+        run(service, database, conversations, dated=False)
+        run(service, database, conversations, dated=True)
         milvus.close()
         database.dispose()
 

@@ -16,14 +16,14 @@ from functools import lru_cache
 from typing import Any
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS, snake_key
+from cluster.memory.policy import STOPWORDS, key_forms, snake_key
 
 #: Metadata keys whose string values name an entity of the memory, in any style and alone or as
 #: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).
 ENTITY_KEYS = ("speaker", "author", "person", "people", "participants", "entity", "place", "location")
-_NAME_SUFFIXES = ("", "name", "names")
+_ENTITY_KEY_FORMS = key_forms(ENTITY_KEYS, ("", "name", "names"))
 #: Each entity key with its letters and digits only, as SQL can compare a stored key with it cheaply.
-SQUASHED_ENTITY_KEYS = tuple(f"{key}{suffix}" for key in ENTITY_KEYS for suffix in _NAME_SUFFIXES)
+SQUASHED_ENTITY_KEYS = tuple(form.replace("_", "") for form in _ENTITY_KEY_FORMS)
 MAX_NAME_CHARS = 60
 MIN_PREFIX = 3
 
@@ -42,8 +42,7 @@ def name_key(name: str) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def is_entity_key(key: str) -> bool:
     """Does this metadata key name an entity of its memory (see :data:`ENTITY_KEYS`)?"""
-    snake = snake_key(key)
-    return snake.removesuffix("_names").removesuffix("_name") in ENTITY_KEYS
+    return snake_key(key) in _ENTITY_KEY_FORMS
 
 
 def entity_values(entity: str | None, metadata: Mapping[str, Any]) -> set[str]:

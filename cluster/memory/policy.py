@@ -297,6 +297,13 @@ def snake_key(key: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
 
 
+def key_forms(words: Sequence[str], suffixes: Sequence[str]) -> dict[str, int]:
+    """The keys made of one of ``words``, alone (an empty suffix) or with one of ``suffixes``, as
+    :func:`snake_key` reads them, each with its precedence: earlier words first, then earlier suffixes."""
+    forms = (f"{word}_{suffix}" if suffix else word for word in words for suffix in suffixes)
+    return {form: rank for rank, form in enumerate(forms)}
+
+
 def terms(text: str) -> list[str]:
     """Lower-case word tokens without stopwords, in order (duplicates kept)."""
     return [t for t in (w.lower() for w in _WORD.findall(text)) if t not in STOPWORDS and len(t) > 1]

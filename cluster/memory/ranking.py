@@ -28,13 +28,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
-from itertools import product
 from typing import Any
 
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.expansion import content_words
-from cluster.memory.policy import RankingPolicy, rrf, snake_key
+from cluster.memory.policy import RankingPolicy, key_forms, rrf, snake_key
 from cluster.memory.timeparse import Interval, TimeMention, find_duration, find_times, memory_date
 
 _WHEN = re.compile(
@@ -158,10 +157,7 @@ def _reads_times(plan: QueryPlan) -> bool:
 CONVERSATION_WORDS = ("session", "conversation", "thread", "dialog", "dialogue", "chat")
 ID_SUFFIXES = ("id", "", "no", "num", "number", "key")
 #: Each such key, as ``snake_key`` reads it, and its precedence when a memory has several (earlier wins).
-_CONVERSATION_KEYS = {
-    f"{word}_{suffix}" if suffix else word: rank
-    for rank, (word, suffix) in enumerate(product(CONVERSATION_WORDS, ID_SUFFIXES))
-}
+_CONVERSATION_KEYS = key_forms(CONVERSATION_WORDS, ID_SUFFIXES)
 
 #: A conversation id is stored and indexed in this many characters (``memories.thread``).
 CONVERSATION_CHARS = 200

@@ -848,16 +848,16 @@ class MemoryService:
 
     def _reevaluate_owner(self, who: str, now: datetime) -> tuple[int, list[uuid.UUID]]:
         """Promote one owner's pending turns; returns how many were pending and the memories stored."""
-        with self.db.read() as session:
-            logged = self.store.log_since(session, who)
-        pending = {r.log_id: r for r in logged if r.status is LogStatus.PENDING}
-        turns = [
-            LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
-            for r in logged
-        ]
-        decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
         requests: list[MemoryWrite] = []
         with self.db.read() as session:
+            logged = self.store.log_since(session, who)
+            pending = {r.log_id: r for r in logged if r.status is LogStatus.PENDING}
+            turns = [
+                LoggedTurn(log_id=r.log_id, session_id=r.session_id, speaker=r.speaker, text=r.text, at=r.at)
+                for r in logged
+            ]
+            decisions = [p for p in find_promotions(turns, self.promotion) if p.log_id in pending]
+            # The promoted turns' neighbours from the same snapshot of the log.
             for decision in decisions:
                 row = pending[decision.log_id]
                 write = self._promoted_write(row, decision.reason, decision.referenced_by)
