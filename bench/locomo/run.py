@@ -140,16 +140,17 @@ STYLED_KEYS = ("Session_No", "sessionDateTime", "Speaker")
 
 
 def memory_writes(
-    conv: Conversation, *, with_context: bool = True, keys: tuple[str, str, str] = KEYS
+    conv: Conversation, *, with_context: bool = True, keys: tuple[str, str, str] = KEYS, speaker_in_value: bool = True
 ) -> list[MemoryWrite]:
     """The turns as any writer sends them: no context, so the service searches each with the turns
     told beside it in its session (``with_context=False`` sends an empty context: none at all).
-    ``keys`` name the session number, the session's date and the speaker in the metadata."""
+    ``keys`` name the session number, the session's date and the speaker in the metadata;
+    ``speaker_in_value=False`` leaves the speaker out of the value (metadata alone names them)."""
     session, date_time, speaker = keys
     return [
         MemoryWrite(
             key=turn.dia_id,
-            value=turn.item_text,
+            value=turn.item_text if speaker_in_value else turn.text,
             metadata={session: turn.session, date_time: turn.date_time, speaker: turn.speaker},
             context=None if with_context else "",
             source_ids=(turn.dia_id,),
@@ -323,6 +324,10 @@ def main() -> None:
             service.apply_writes(conv.sample_id + "#styled", memory_writes(conv, keys=STYLED_KEYS))
         styled = "memory (hybrid), metadata keys " + ", ".join(STYLED_KEYS)
         results[styled] = evaluate(conversations, memory_ranker(service, "#styled"))
+        # The speaker named in the metadata only, as a writer that keeps the turn's words apart.
+        for conv in conversations:
+            service.apply_writes(conv.sample_id + "#said", memory_writes(conv, speaker_in_value=False))
+        results["memory (hybrid), speaker in metadata only"] = evaluate(conversations, memory_ranker(service, "#said"))
         bm25 = bm25_ranker(conversations)
         dense = dense_ranker(conversations, embedder)
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS, key_forms, snake_key
+from cluster.memory.policy import STOPWORDS, key_forms, snake_key, spoken
 
 #: Metadata keys whose string values name an entity of the memory, in any style and alone or as
 #: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).
@@ -24,6 +24,8 @@ ENTITY_KEYS = ("speaker", "author", "person", "people", "participants", "entity"
 _ENTITY_KEY_FORMS = key_forms(ENTITY_KEYS, ("", "name", "names"))
 #: Each entity key with its letters and digits only, as SQL can compare a stored key with it cheaply.
 SQUASHED_ENTITY_KEYS = tuple(form.replace("_", "") for form in _ENTITY_KEY_FORMS)
+#: The entity keys that name who said or wrote a memory, in precedence order (:func:`embedded_text`).
+_SPEAKER_KEY_FORMS = key_forms(("speaker", "author"), ("", "name"))
 MAX_NAME_CHARS = 60
 MIN_PREFIX = 3
 
@@ -54,6 +56,28 @@ def entity_values(entity: str | None, metadata: Mapping[str, Any]) -> set[str]:
         values = value if isinstance(value, list) else [value]
         found.update(v for v in values if isinstance(v, str) and 0 < len(v) <= MAX_NAME_CHARS)
     return {v.strip() for v in found if v.strip()}
+
+
+def speaker_of(metadata: Mapping[str, Any]) -> str | None:
+    """Who said or wrote a memory, as its metadata names them (a speaker before an author)."""
+    found: list[tuple[int, str]] = []
+    for key, value in metadata.items():
+        rank = _SPEAKER_KEY_FORMS.get(snake_key(key)) if isinstance(key, str) else None
+        if rank is not None and isinstance(value, str) and 0 < len(value.strip()) <= MAX_NAME_CHARS:
+            found.append((rank, value.strip()))
+    return min(found)[1] if found else None
+
+
+def embedded_text(text: str, metadata: Mapping[str, Any]) -> str:
+    """What a memory's vector is made from: its text, said by its speaker when only the metadata
+    names them ("Caroline: I went to the support group").
+
+    Questions name the people of a conversation ("What did Caroline do?"), and a turn written as its
+    bare words with ``{"speaker": "Caroline"}`` would embed far from them. The text the memory returns
+    and its full-text document stay as written: the entity stage reads the speaker from the metadata.
+    """
+    speaker = speaker_of(metadata)
+    return text if speaker is None or mentions(text, speaker) else spoken(speaker, text)
 
 
 class Vocabulary:

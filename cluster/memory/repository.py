@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 from cluster.core.errors import NotFound
 from cluster.core.types import Frozen, utcnow
 from cluster.memory import statements
-from cluster.memory.entities import SQUASHED_ENTITY_KEYS, is_entity_key
+from cluster.memory.entities import SQUASHED_ENTITY_KEYS, embedded_text, is_entity_key
 from cluster.memory.models import MemoryRecord
 from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, spoken, terms
 from cluster.memory.statements import CONTEXT_WEIGHT, KEY_WEIGHT, TEXT_WEIGHT
@@ -814,12 +814,12 @@ class SqlMemoryStore:
         """What the vectors of those of ``seqs`` that still exist are made from."""
         out: list[IndexSource] = []
         for start in range(0, len(seqs), 500):
-            stmt = select(MemoryRow.seq, MemoryRow.scope_key, MemoryRow.entity, MemoryRow.text).where(
+            stmt = select(MemoryRow.seq, MemoryRow.scope_key, MemoryRow.entity, MemoryRow.text, MemoryRow.meta).where(
                 _owned(owner), MemoryRow.seq.in_(list(seqs[start : start + 500]))
             )
             out.extend(
-                IndexSource(seq=seq, owner=owner, scope_key=scope_key, entity=entity, text=text)
-                for seq, scope_key, entity, text in session.execute(stmt)
+                IndexSource(seq=seq, owner=owner, scope_key=scope_key, entity=entity, text=embedded_text(text, meta))
+                for seq, scope_key, entity, text, meta in session.execute(stmt)
             )
         return out
 

@@ -33,7 +33,7 @@ from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import FactsCache, QueryCache
-from cluster.memory.entities import Vocabulary, VocabularyCache, without_names
+from cluster.memory.entities import Vocabulary, VocabularyCache, embedded_text, without_names
 from cluster.memory.expansion import TermSpaces, WordVectors, expand
 from cluster.memory.index import MilvusMemoryIndex, VectorHit, VectorRow
 from cluster.memory.models import (
@@ -248,7 +248,7 @@ class MemoryService:
         now = now or utcnow()
         validities = [validity_for(r.ttl, r.scope, now) for r in requests]
         texts = [value_text(r.value) for r in requests]
-        vectors = self.embedder.embed(texts)
+        vectors = self._embed(texts, [r.metadata for r in requests])
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, requests, texts, vectors, validities, now)
         self._settle(owner, rows)
@@ -290,6 +290,10 @@ class MemoryService:
             for i, result in zip(members, written, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
+
+    def _embed(self, texts: Sequence[str], metadata: Sequence[JsonObject]) -> list[list[float]]:
+        """The vectors of memories with these texts and metadata (:func:`embedded_text`)."""
+        return self.embedder.embed([embedded_text(t, m) for t, m in zip(texts, metadata, strict=True)])
 
     def _check(self, owner: str, request: MemoryWrite) -> None:
         self.limits.check(request.value, request.metadata, request.context)
@@ -393,7 +397,7 @@ class MemoryService:
         self._check(owner, write)
         validity = Validity(valid_from=old.valid_from, expires_at=old.expires_at, session_bound=current.session_bound)
         text = value_text(request.value)
-        vectors = self.embedder.embed([text])
+        vectors = self._embed([text], [write.metadata])
         with self.db.transaction() as session:
             latest = self.store.latest(session, owner, old.scope.key, old.key)
             if latest is None or latest.record.memory_id != old.memory_id:
@@ -740,7 +744,7 @@ class MemoryService:
         with self.db.read() as session:
             request = self._in_its_session(session, owner, request, log, None)
         text = value_text(request.value)
-        vectors = self.embedder.embed([text])
+        vectors = self._embed([text], [request.metadata])
         validity = validity_for(request.ttl, request.scope, now)
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, owner, [request], [text], vectors, [validity], now)
@@ -863,7 +867,7 @@ class MemoryService:
                 write = self._promoted_write(row, decision.reason, decision.referenced_by)
                 requests.append(self._in_its_session(session, who, write, row, row.seq))
         texts = [value_text(r.value) for r in requests]
-        vectors = self.embedder.embed(texts) if texts else []
+        vectors = self._embed(texts, [r.metadata for r in requests]) if texts else []
         validities = [validity_for(r.ttl, r.scope, now) for r in requests]
         with self.db.transaction() as session:
             results, rows = self._insert_versions(session, who, requests, texts, vectors, validities, now)
@@ -971,7 +975,7 @@ class MemoryService:
                     page = self.store.all_rows(session, who, after, batch_size)
                 if not page:
                     break
-                vectors = self.embedder.embed([m.text for m in page])
+                vectors = self._embed([m.text for m in page], [m.record.metadata for m in page])
                 self.index.upsert(
                     [
                         VectorRow(seq=m.seq, owner=who, scope_key=m.record.scope.key, entity=m.record.entity, vector=v)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
@@ -102,3 +102,30 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
     with database.transaction() as session:
         session.execute(update(MemoryRow).where(MemoryRow.key == "b").values(meta=["Melanie"]))
     assert names(-1)[0] == {"Project Apollo", "Caroline", "Gina", "Dora", "Melanie"}
+
+
+def test_a_speaker_only_the_metadata_names_is_in_the_memorys_vector_however_it_is_made(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    # Questions name people ("What did Caroline do?"); a turn's bare words would embed without them.
+    service = MemoryService(database, embedder, index)
+    bare = MemoryWrite(key="bare", value="I went to a support group yesterday", metadata={"speakerName": "Caroline"})
+    named = MemoryWrite(key="named", value="Melanie: I painted a sunrise", metadata={"speaker": "Melanie"})
+    written = service.apply_writes("team", [bare, named], now=T0)
+    with database.read() as session:
+        seq_of = dict(session.execute(select(MemoryRow.key, MemoryRow.seq)).all())
+    seqs = [seq_of["bare"], seq_of["named"]]
+
+    def similarity(text: str) -> dict[int, float]:
+        return {h.seq: h.similarity for h in index.search("team", embedder.embed([text])[0], 2)}
+
+    said = ["Caroline: I went to a support group yesterday", "Melanie: I painted a sunrise"]
+    # Written, then rebuilt from SQL: each vector is its memory's text as said by its speaker.
+    for _ in ("written", "rebuilt"):
+        for seq, text in zip(seqs, said, strict=True):
+            assert similarity(text)[seq] == pytest.approx(1.0, abs=1e-3)
+        service.reindex("team")
+    # Queued vector work (a write whose Milvus upsert failed) embeds the same text; SQL keeps the value.
+    with database.read() as session:
+        assert [s.text for s in service.store.index_sources(session, "team", seqs)] == said
+    assert service.get("team", written[0].memory_id).value == "I went to a support group yesterday"

@@ -1,6 +1,14 @@
 """Entities a query names are recognised from the owner's own vocabulary."""
 
-from cluster.memory.entities import Vocabulary, VocabularyCache, entity_values, mentions, without_names
+from cluster.memory.entities import (
+    Vocabulary,
+    VocabularyCache,
+    embedded_text,
+    entity_values,
+    mentions,
+    speaker_of,
+    without_names,
+)
 
 
 def test_names_are_found_in_any_case_and_with_possessives() -> None:
@@ -80,3 +88,21 @@ def test_a_vocabulary_is_not_read_again_while_the_owners_generation_stands() -> 
 def test_an_entity_key_is_read_in_any_style() -> None:
     styled = {"Speaker": "Gina", "authorName": "Jon", "place names": ["Paris"], "speakers": "No", "location_id": "L9"}
     assert entity_values(None, styled) == {"Gina", "Jon", "Paris"}
+
+
+def test_the_speaker_is_read_from_a_speaker_before_an_author_in_any_style() -> None:
+    assert speaker_of({"authorName": "Jon", "Speaker": " Gina "}) == "Gina"
+    assert speaker_of({"author": "Jon", "person": "Gina"}) == "Jon"
+    # A list, a blank, an over-long value or a person the memory is about names no speaker.
+    assert speaker_of({"speaker": ["Gina"], "author": "  ", "person": "Jon"}) is None
+    assert speaker_of({"speaker": "x" * 61}) is None
+    assert speaker_of({}) is None
+
+
+def test_a_memory_is_embedded_as_said_by_the_speaker_only_its_metadata_names() -> None:
+    assert embedded_text("I went to a support group", {"speaker": "Caroline"}) == "Caroline: I went to a support group"
+    # A text that already names its speaker, or a memory without one, is embedded as written.
+    assert embedded_text("Caroline: I went", {"speaker": "Caroline"}) == "Caroline: I went"
+    assert embedded_text("Thanks, caroline's idea", {"speaker": "Caroline"}) == "Thanks, caroline's idea"
+    assert embedded_text("Thanks, Caroline!", {"speaker": "Melanie"}) == "Melanie: Thanks, Caroline!"
+    assert embedded_text("prefers dark mode", {"source": "settings"}) == "prefers dark mode"
