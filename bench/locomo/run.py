@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,19 +140,34 @@ KEYS = ("session", "session_date_time", "speaker")
 STYLED_KEYS = ("Session_No", "sessionDateTime", "Speaker")
 
 
+def unix_time(date_time: str) -> int:
+    """A LoCoMo session time ("1:56 pm on 8 May, 2023") as a Unix time in seconds, read as UTC."""
+    return int(datetime.strptime(date_time, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp())
+
+
 def memory_writes(
-    conv: Conversation, *, with_context: bool = True, keys: tuple[str, str, str] = KEYS, speaker_in_value: bool = True
+    conv: Conversation,
+    *,
+    with_context: bool = True,
+    keys: tuple[str, str, str] = KEYS,
+    speaker_in_value: bool = True,
+    unix_times: bool = False,
 ) -> list[MemoryWrite]:
     """The turns as any writer sends them: no context, so the service searches each with the turns
     told beside it in its session (``with_context=False`` sends an empty context: none at all).
     ``keys`` name the session number, the session's date and the speaker in the metadata;
-    ``speaker_in_value=False`` leaves the speaker out of the value (metadata alone names them)."""
+    ``speaker_in_value=False`` leaves the speaker out of the value (metadata alone names them);
+    ``unix_times`` sends the session's date as a Unix time (a number), as many programs log time."""
     session, date_time, speaker = keys
     return [
         MemoryWrite(
             key=turn.dia_id,
             value=turn.item_text if speaker_in_value else turn.text,
-            metadata={session: turn.session, date_time: turn.date_time, speaker: turn.speaker},
+            metadata={
+                session: turn.session,
+                date_time: unix_time(turn.date_time) if unix_times else turn.date_time,
+                speaker: turn.speaker,
+            },
             context=None if with_context else "",
             source_ids=(turn.dia_id,),
         )
@@ -328,6 +344,11 @@ def main() -> None:
         for conv in conversations:
             service.apply_writes(conv.sample_id + "#said", memory_writes(conv, speaker_in_value=False))
         results["memory (hybrid), speaker in metadata only"] = evaluate(conversations, memory_ranker(service, "#said"))
+        # The session's date as a Unix time under `timestamp`, as a program that logs time.time() sends it.
+        for conv in conversations:
+            writes = memory_writes(conv, keys=("session", "timestamp", "speaker"), unix_times=True)
+            service.apply_writes(conv.sample_id + "#unix", writes)
+        results["memory (hybrid), date as a Unix time"] = evaluate(conversations, memory_ranker(service, "#unix"))
         bm25 = bm25_ranker(conversations)
         dense = dense_ranker(conversations, embedder)
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)

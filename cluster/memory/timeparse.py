@@ -10,9 +10,10 @@ would mislead the temporal stage, a missing one only leaves it out.
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -269,22 +270,54 @@ def parse_date(text: str) -> date | None:
 
 
 #: Metadata keys that may hold the date a memory's content was said or happened, most specific first.
-DATE_KEYS = ("occurred_at", "date_time", "datetime", "date", "timestamp", "time", "at")
+DATE_KEYS = ("occurred_at", "date_time", "datetime", "date", "timestamp", "time", "at", "ts")
+#: A number under a date key is read as a day only when it falls in these years: a count or an id
+#: there is no date.
+DAY_NUMBER_YEARS = (1971, 2200)
+#: A Unix time at or above this is in milliseconds (in seconds it would be past the year 5000).
+_EPOCH_MILLIS = 100_000_000_000
+_DIGITS = re.compile(r"\d{8,13}(?:\.\d+)?")
+
+
+def number_date(value: object) -> date | None:
+    """The day a number under a date key stands for: a Unix time in seconds or milliseconds
+    (``1683554160``, ``1683554160000``, Slack's ``"1683554160.000200"``) or a compact ``20230508``;
+    the number may be sent as a string of digits. Read in UTC."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        value = float(value) if "." in value else int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    found: date | None = None
+    if isinstance(value, int) and 10_000_000 <= value <= 99_999_999:
+        try:
+            found = date(value // 10_000, value // 100 % 100, value % 100)
+        except ValueError:
+            found = None
+    if found is None:
+        seconds = value / 1000 if value >= _EPOCH_MILLIS else value
+        try:
+            found = datetime.fromtimestamp(seconds, UTC).date()
+        except (OverflowError, OSError, ValueError):
+            return None
+    low, high = DAY_NUMBER_YEARS
+    return found if low <= found.year <= high else None
 
 
 def memory_date(metadata: Mapping[str, Any], fallback: datetime) -> date:
     """The day a memory's relative time expressions are read against.
 
     A metadata value under a date-like key (``date``, ``timestamp``, ``session_date_time``, ...)
-    that holds a calendar day wins: a memory imported today may record a conversation of last
-    year. Otherwise the memory's own start of validity (``fallback``).
+    that holds a calendar day, written out or as a number (:func:`number_date`), wins: a memory
+    imported today may record a conversation of last year. Otherwise the memory's own start of
+    validity (``fallback``).
     """
     for key in _date_keys(metadata):
         value = metadata[key]
-        if isinstance(value, str):
+        found = number_date(value)
+        if found is None and isinstance(value, str):
             found = parse_date(value)
-            if found is not None:
-                return found
+        if found is not None:
+            return found
     return fallback.date()
 
 

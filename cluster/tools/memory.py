@@ -85,8 +85,8 @@ def register_memory_tools(box: Toolbox) -> None:
             dict[str, JsonValue] | None,
             Field(
                 description="Free-form. A session_id ties a conversation's memories together (each is then also "
-                "found by the words of those said beside it); a date gives the day it speaks of; a speaker "
-                "names who said it."
+                "found by the words of those said beside it); a date (or a Unix time) gives the day it speaks of; "
+                "a speaker names who said it."
             ),
         ] = None,
         entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,

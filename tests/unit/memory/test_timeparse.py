@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.memory.timeparse import Interval, find_duration, find_times, memory_date, parse_date, scan
+from cluster.memory.timeparse import (
+    Interval,
+    find_duration,
+    find_times,
+    memory_date,
+    number_date,
+    parse_date,
+    scan,
+)
 
 # A Tuesday.
 ANCHOR = date(2023, 5, 9)
@@ -128,6 +136,31 @@ def test_a_memorys_date_comes_from_date_like_metadata_before_its_validity() -> N
     # A timestamp's day.
     assert memory_date({"timestamp": "2023-05-08T13:56:00Z"}, written) == date(2023, 5, 8)
     assert memory_date({"timestamp": "2023-05-081"}, written) == date(2026, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1683554160,
+        1683554160.5,
+        1683554160000,
+        "1683554160",
+        "1683554160.000200",
+        " 1683554160000 ",
+        20230508,
+        "20230508",
+    ],
+)
+def test_a_number_under_a_date_key_is_a_unix_time_or_a_compact_day(value: object) -> None:
+    assert number_date(value) == date(2023, 5, 8)
+    assert memory_date({"createdAt": value}, datetime(2026, 1, 1, tzinfo=UTC)) == date(2023, 5, 8)
+
+
+@pytest.mark.parametrize("value", [True, 0, 5, 42.0, -1683554160, 20231399, 10**20, float("nan"), float("inf"), "2023"])
+def test_a_number_that_is_no_plausible_day_is_no_date(value: object) -> None:
+    # A count, a flag or an id under a date key must not move a memory to 1970 or the year 5000.
+    assert number_date(value) is None
+    assert memory_date({"ts": value}, datetime(2026, 1, 1, tzinfo=UTC)) == date(2026, 1, 1)
 
 
 def test_an_interval_cannot_end_before_it_starts() -> None:
