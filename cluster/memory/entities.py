@@ -20,12 +20,12 @@ from cluster.memory.policy import STOPWORDS, key_forms, snake_key, spoken
 
 #: Metadata keys whose string values name an entity of the memory, in any style and alone or as
 #: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).
-ENTITY_KEYS = ("speaker", "author", "person", "people", "participants", "entity", "place", "location")
+ENTITY_KEYS = ("speaker", "author", "sender", "person", "people", "participants", "entity", "place", "location")
 _ENTITY_KEY_FORMS = key_forms(ENTITY_KEYS, ("", "name", "names"))
 #: Each entity key with its letters and digits only, as SQL can compare a stored key with it cheaply.
 SQUASHED_ENTITY_KEYS = tuple(form.replace("_", "") for form in _ENTITY_KEY_FORMS)
 #: The entity keys that name who said or wrote a memory, in precedence order (:func:`embedded_text`).
-_SPEAKER_KEY_FORMS = key_forms(("speaker", "author"), ("", "name"))
+_SPEAKER_KEY_FORMS = key_forms(("speaker", "author", "sender"), ("", "name"))
 MAX_NAME_CHARS = 60
 MIN_PREFIX = 3
 
@@ -59,7 +59,7 @@ def entity_values(entity: str | None, metadata: Mapping[str, Any]) -> set[str]:
 
 
 def speaker_of(metadata: Mapping[str, Any]) -> str | None:
-    """Who said or wrote a memory, as its metadata names them (a speaker before an author)."""
+    """Who said or wrote a memory, as its metadata names them (a speaker, then an author, then a sender)."""
     found: list[tuple[int, str]] = []
     for key, value in metadata.items():
         rank = _SPEAKER_KEY_FORMS.get(snake_key(key)) if isinstance(key, str) else None

@@ -88,11 +88,13 @@ def test_a_vocabulary_is_not_read_again_while_the_owners_generation_stands() -> 
 def test_an_entity_key_is_read_in_any_style() -> None:
     styled = {"Speaker": "Gina", "authorName": "Jon", "place names": ["Paris"], "speakers": "No", "location_id": "L9"}
     assert entity_values(None, styled) == {"Gina", "Jon", "Paris"}
+    assert entity_values(None, {"senderName": "Ada", "sent_by": "Bo"}) == {"Ada"}
 
 
 def test_the_speaker_is_read_from_a_speaker_before_an_author_in_any_style() -> None:
     assert speaker_of({"authorName": "Jon", "Speaker": " Gina "}) == "Gina"
     assert speaker_of({"author": "Jon", "person": "Gina"}) == "Jon"
+    assert speaker_of({"Sender": "Ada", "person": "Gina"}) == "Ada"
     # A list, a blank, an over-long value or a person the memory is about names no speaker.
     assert speaker_of({"speaker": ["Gina"], "author": "  ", "person": "Jon"}) is None
     assert speaker_of({"speaker": "x" * 61}) is None
