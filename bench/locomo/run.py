@@ -175,6 +175,18 @@ def memory_writes(
     ]
 
 
+def json_writes(conv: Conversation) -> list[MemoryWrite]:
+    """The turns as a writer that sends each one as a JSON object value, with no metadata."""
+    return [
+        MemoryWrite(
+            key=turn.dia_id,
+            value={"speaker": turn.speaker, "text": turn.text, "session": turn.session, "date": turn.date_time},
+            source_ids=(turn.dia_id,),
+        )
+        for turn in conv.turns
+    ]
+
+
 # ------------------------------------------------------------------------------------------ scoring
 
 
@@ -349,6 +361,10 @@ def main() -> None:
             writes = memory_writes(conv, keys=("session", "timestamp", "speaker"), unix_times=True)
             service.apply_writes(conv.sample_id + "#unix", writes)
         results["memory (hybrid), date as a Unix time"] = evaluate(conversations, memory_ranker(service, "#unix"))
+        # Each turn sent as the value itself, a JSON object, with no metadata.
+        for conv in conversations:
+            service.apply_writes(conv.sample_id + "#json", json_writes(conv))
+        results["memory (hybrid), turns as JSON values"] = evaluate(conversations, memory_ranker(service, "#json"))
         bm25 = bm25_ranker(conversations)
         dense = dense_ranker(conversations, embedder)
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)

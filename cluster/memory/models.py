@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, JsonValue
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, no_nul
-from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, PromotionReason, SourceId, Ttl
+from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, PromotionReason, SourceId, Ttl, described
 from cluster.memory.timeparse import memory_date
 
 # --------------------------------------------------------------------------------------- API models
@@ -131,7 +131,7 @@ class ServedMemory(Frozen):
             key=memory.key,
             value=memory.value,
             version=memory.version,
-            day=memory_date(memory.metadata, memory.valid_from),
+            day=memory_date(described(memory.metadata, memory.value), memory.valid_from),
             score=round(hit.score, 4),
             stages=hit.why.stages,
         )

@@ -14,11 +14,11 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, JsonValue, model_validator
 
@@ -295,6 +295,18 @@ def snake_key(key: str) -> str:
     a query has its metadata read, and an owner's memories share a few keys."""
     split = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key)
     return re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
+
+
+def described(metadata: Mapping[str, Any], value: object = None) -> Mapping[str, Any]:
+    """The fields the metadata rules read of a memory (its conversation, day, entity names): its
+    metadata, and the top-level fields of a JSON object value under keys the metadata does not use.
+
+    A writer may send the turn itself as the value (``{"speaker": "Caroline", "text": "...", "date":
+    "..."}``) and no metadata at all: the same fields then tell the same things.
+    """
+    if not isinstance(value, dict) or not value:
+        return metadata
+    return {**value, **metadata}
 
 
 def key_forms(words: Sequence[str], suffixes: Sequence[str]) -> dict[str, int]:

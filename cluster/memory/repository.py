@@ -138,6 +138,7 @@ class CandidateRow(NamedTuple):
     text: str
     session_id: str | None
     valid_from: datetime
+    data: dict[str, Any] | None  # the value, when it is a JSON object (its fields count as metadata)
 
 
 class LexicalHit(NamedTuple):
@@ -588,9 +589,10 @@ class SqlMemoryStore:
     def entity_names(self, session: Session, owner: str, after_seq: int) -> tuple[set[str], int]:
         """Entity names of the owner's memories newer than ``after_seq``, and the newest seq seen.
 
-        Names are the ``entity`` column and the string values of entity keys of the metadata
-        (:func:`~cluster.memory.entities.is_entity_key`), made distinct in SQL, so the metadata
-        documents are not decoded here.
+        Names are the ``entity`` column and the string values of entity keys of the metadata or of
+        a JSON object value (:func:`~cluster.memory.entities.is_entity_key`,
+        :func:`~cluster.memory.policy.described`), made distinct in SQL, so the documents are not
+        decoded here.
         """
         stmt = statements.entity_names(SQUASHED_ENTITY_KEYS, first=after_seq <= 0, dialect=self.dialect)
         names: set[str] = set()
@@ -619,8 +621,8 @@ class SqlMemoryStore:
         for start in range(0, len(seqs), 500):
             params = {"owner": owner, "seqs": list(seqs[start : start + 500])}
             out.extend(
-                CandidateRow(seq, entity, meta, text, sid, vf)
-                for seq, entity, meta, text, sid, vf in _core(session, statements.candidate_facts(), params)
+                CandidateRow(seq, entity, meta, text, sid, vf, data)
+                for seq, entity, meta, text, sid, vf, data in _core(session, statements.candidate_facts(), params)
             )
         return out
 

@@ -72,6 +72,7 @@ from cluster.memory.policy import (
     RankingPolicy,
     Ttl,
     Validity,
+    described,
     find_promotions,
     next_version,
     promotion_target,
@@ -322,7 +323,9 @@ class MemoryService:
         ]
         # A later version says what changed, not what was said next: only a first joins its conversation.
         threads = [
-            conversation_of(r.scope.session_id, r.metadata) if stored[i] is None and first[i] else None
+            conversation_of(r.scope.session_id, described(r.metadata, r.value))
+            if stored[i] is None and first[i]
+            else None
             for i, r in enumerate(requests)
         ]
         neighbours = ThreadWrites(session, self.store, owner, now, threads, texts)
@@ -649,7 +652,9 @@ class MemoryService:
         facts, missing = self.facts.split(owner, seqs)
         if missing:
             read = [
-                facts_of(row.seq, row.entity, row.metadata, row.text, row.session_id, row.valid_from)
+                facts_of(
+                    row.seq, row.entity, described(row.metadata, row.data), row.text, row.session_id, row.valid_from
+                )
                 for row in self.store.candidate_facts(session, owner, missing)
             ]
             self.facts.add(owner, read)

@@ -146,7 +146,7 @@ def insert_version() -> Any:
 @lru_cache(maxsize=1)
 def candidate_facts() -> Select[Any]:
     """What the ranking stages read of ``:seqs`` (the owner's; visibility was checked before)."""
-    return select(_m.seq, _m.entity, _m["metadata"], _m.text, _m.session_id, _m.valid_from).where(
+    return select(_m.seq, _m.entity, _m["metadata"], _m.text, _m.session_id, _m.valid_from, _m.data).where(
         owned_by_seq(), _seqs()
     )
 
@@ -154,7 +154,7 @@ def candidate_facts() -> Select[Any]:
 @lru_cache(maxsize=8)
 def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
     """The distinct entity names of the owner's memories after ``:after`` (the ``entity`` column and
-    string values of metadata keys that, with only their letters and digits kept, lower case, are
+    string values of metadata or JSON object value keys that, with only their letters and digits kept, lower case, are
     one of ``keys``), and the newest seq among them, in one statement (one snapshot): a row
     ``(newest, NULL, NULL)``, then a row ``(NULL, key, name)`` per name (the key NULL for the column).
 
@@ -165,20 +165,25 @@ def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
     owned = "m.owner = :owner" if first else "coalesce(m.owner, '') = :owner"
     where = f"{owned} AND m.seq > :after"
     table = f"{MEMORIES.name} AS m"
+    # The metadata's fields, and a JSON object value's (``policy.described``).
     if dialect == "postgresql":
         # jsonb_each raises on anything but an object, and one such row would fail every query.
-        each = "jsonb_each(CASE jsonb_typeof(m.metadata) WHEN 'object' THEN m.metadata END)"
+        each = "jsonb_each(CASE jsonb_typeof(m.{0}) WHEN 'object' THEN m.{0} END)"
         value, is_text = "j.value #>> '{}'", "jsonb_typeof(j.value) = 'string'"
     else:
-        each, value, is_text = "json_each(m.metadata)", "j.value", "j.type = 'text'"
+        each, value, is_text = "json_each(m.{0})", "j.value", "j.type = 'text'"
     wanted = ", ".join(f":key{i}" for i in range(len(keys)))
     squashed = "lower(replace(replace(replace(replace(j.key, '_', ''), '-', ''), ' ', ''), '.', ''))"
+    fields = " ".join(
+        f"UNION SELECT j.key, {value} FROM {table}, {each.format(column)} AS j "
+        f"WHERE {where} AND {squashed} IN ({wanted}) AND {is_text} "
+        for column in ("metadata", "data")
+    )
     return text(
         f"SELECT (SELECT max(m.seq) FROM {table} WHERE {where}), NULL, NULL "
         f"UNION ALL SELECT NULL, key, name FROM ("
         f"SELECT NULL AS key, m.entity AS name FROM {table} WHERE {where} AND m.entity IS NOT NULL "
-        f"UNION SELECT j.key, {value} FROM {table}, {each} AS j "
-        f"WHERE {where} AND {squashed} IN ({wanted}) AND {is_text}"
+        f"{fields}"
         ") AS names"
     ).bindparams(**{f"key{i}": k for i, k in enumerate(keys)})
 

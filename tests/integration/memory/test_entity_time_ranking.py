@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 from sqlalchemy import select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryHit, MemoryWrite
+from cluster.memory.models import MemoryHit, MemoryWrite, ServedMemory
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.service import MemoryService
 from cluster.memory.tables import MemoryRow
@@ -129,3 +131,28 @@ def test_a_speaker_only_the_metadata_names_is_in_the_memorys_vector_however_it_i
     with database.read() as session:
         assert [s.text for s in service.store.index_sources(session, "team", seqs)] == said
     assert service.get("team", written[0].memory_id).value == "I went to a support group yesterday"
+
+
+def test_a_json_value_tells_its_conversation_day_and_people_as_metadata_would(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    # A writer that sends each turn as the value itself, with no metadata.
+    service = MemoryService(database, embedder, index, cache_bytes=0)
+    turns = [
+        {"speaker": "Gina", "text": "What have you been reading lately?", "session": 4, "date": "8 May 2023"},
+        {"speaker": "Jon", "text": "Mostly Becky Chambers, the Wayfarers.", "session": 4, "date": "8 May 2023"},
+        {"speaker": "Gina", "text": "I painted a sunset over the lake", "session": 5, "date": "9 June 2023"},
+    ]
+    service.apply_writes("team", [MemoryWrite(key=f"t{i}", value=v) for i, v in enumerate(turns)], now=T0)
+    with database.read() as session:
+        contexts = dict(session.execute(select(MemoryRow.key, MemoryRow.context)).all())
+        names, _ = service.store.entity_names(session, "team", 0)
+    # The session field links the first two turns (each is the other's context), not the third.
+    assert "What have you been reading lately?" in (contexts["t1"] or "")
+    assert contexts["t2"] is None
+    # The speakers are the owner's entities (read in SQL), and each turn speaks of its own day.
+    assert names == {"Gina", "Jon"}
+    hit = service.query("team", "what was Jon reading in May 2023", top_k=3, now=T0).hits[0]
+    assert hit.memory.key == "t1"
+    assert hit.why.entities == ("Jon",)
+    assert ServedMemory.of(hit).day == date(2023, 5, 8)

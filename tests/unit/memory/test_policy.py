@@ -19,6 +19,7 @@ from cluster.memory.policy import (
     ScopeKind,
     Ttl,
     TtlKind,
+    described,
     find_promotions,
     is_valid_at,
     next_version,
@@ -208,3 +209,12 @@ def test_a_ttl_window_over_a_century_is_refused_naming_the_field() -> None:
     with pytest.raises(ValidationError) as caught:
         Ttl(kind=TtlKind.WINDOW, seconds=10**18)
     assert caught.value.errors()[0]["loc"] == ("seconds",)
+
+
+def test_a_json_values_fields_count_as_metadata_the_metadata_winning_on_a_shared_key() -> None:
+    turn = {"speaker": "Gina", "text": "I moved", "date": "8 May 2023"}
+    assert described({}, turn) == turn
+    assert described({"date": "2024-01-01", "session": 3}, turn) == {**turn, "date": "2024-01-01", "session": 3}
+    # A text value, or an empty object, adds nothing.
+    assert described({"a": 1}, "I moved") == {"a": 1}
+    assert described({"a": 1}, {}) == {"a": 1}
