@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS, key_forms, snake_key, spoken
+from cluster.memory.policy import STOPWORDS, key_forms, keyed, snake_key, spoken
 
 #: Metadata keys whose string values name an entity of the memory, in any style and alone or as
 #: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).
@@ -60,12 +60,14 @@ def entity_values(entity: str | None, metadata: Mapping[str, Any]) -> set[str]:
 
 def speaker_of(metadata: Mapping[str, Any]) -> str | None:
     """Who said or wrote a memory, as its metadata names them (a speaker, then an author, then a sender)."""
-    found: list[tuple[int, str]] = []
-    for key, value in metadata.items():
-        rank = _SPEAKER_KEY_FORMS.get(snake_key(key)) if isinstance(key, str) else None
-        if rank is not None and isinstance(value, str) and 0 < len(value.strip()) <= MAX_NAME_CHARS:
-            found.append((rank, value.strip()))
-    return min(found)[1] if found else None
+    return keyed(metadata, _SPEAKER_KEY_FORMS, _name)
+
+
+def _name(value: object) -> str | None:
+    """A name as a metadata value holds it: a non-blank text of at most ``MAX_NAME_CHARS``."""
+    if isinstance(value, str) and 0 < len(value.strip()) <= MAX_NAME_CHARS:
+        return value.strip()
+    return None
 
 
 def embedded_text(text: str, metadata: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -314,6 +314,20 @@ def key_forms(words: Sequence[str], suffixes: Sequence[str]) -> dict[str, int]:
     :func:`snake_key` reads them, each with its precedence: earlier words first, then earlier suffixes."""
     forms = (f"{word}_{suffix}" if suffix else word for word in words for suffix in suffixes)
     return {form: rank for rank, form in enumerate(forms)}
+
+
+def keyed(metadata: Mapping[str, Any], forms: Mapping[str, int], read: Callable[[Any], str | None]) -> str | None:
+    """What ``read`` makes of the value under the key of best precedence in ``forms`` (as
+    :func:`key_forms` builds them; keys read by :func:`snake_key`) whose value it accepts (not
+    ``None``); ``None`` when no such key holds one."""
+    found = [
+        (rank, read_value)
+        for key, value in metadata.items()
+        if isinstance(key, str)
+        and (rank := forms.get(snake_key(key))) is not None
+        and (read_value := read(value)) is not None
+    ]
+    return min(found)[1] if found else None
 
 
 def terms(text: str) -> list[str]:

@@ -33,7 +33,7 @@ from typing import Any
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.expansion import content_words
-from cluster.memory.policy import RankingPolicy, key_forms, rrf, snake_key
+from cluster.memory.policy import RankingPolicy, key_forms, keyed, rrf
 from cluster.memory.timeparse import Interval, TimeMention, find_duration, find_times, memory_date
 
 _WHEN = re.compile(
@@ -183,22 +183,18 @@ def conversation_of(session_id: str | None, metadata: Mapping[str, Any]) -> str 
     Metadata is free-form, so an id there may be longer than :data:`CONVERSATION_CHARS`: it is cut
     to fit, with a digest of the whole id that keeps two long ids apart.
     """
-    found = session_id
-    if found is None:
-        named = [
-            (rank, str(value))
-            for key, value in metadata.items()
-            if isinstance(key, str)
-            and (rank := _CONVERSATION_KEYS.get(snake_key(key))) is not None
-            and isinstance(value, str | int)
-            and not isinstance(value, bool)
-            and str(value).strip()
-        ]
-        found = min(named)[1] if named else None
+    found = session_id if session_id is not None else keyed(metadata, _CONVERSATION_KEYS, _conversation_id)
     if found is None or len(found) <= CONVERSATION_CHARS:
         return found
     digest = hashlib.sha256(found.encode()).hexdigest()[:16]
     return f"{found[: CONVERSATION_CHARS - len(digest) - 1]}#{digest}"
+
+
+def _conversation_id(value: object) -> str | None:
+    """A conversation id as a metadata value holds it: a non-blank text or a number (not a flag)."""
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip():
+        return str(value)
+    return None
 
 
 def plan_query(query: str, vocabulary: Vocabulary, today: date) -> QueryPlan:
