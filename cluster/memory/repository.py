@@ -28,7 +28,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Session
 
@@ -45,7 +44,6 @@ from cluster.memory.tables import (
     IndexOp,
     MemoryIndexQueueRow,
     MemoryLogRow,
-    MemoryOwnerRow,
     MemoryRow,
 )
 from cluster.storage.db import UtcDateTime
@@ -197,10 +195,11 @@ def _owned(owner: str) -> ColumnElement[bool]:
     return func.coalesce(MemoryRow.owner, "") == owner
 
 
-def _core(session: Session, stmt: Executable, params: Mapping[str, Any]) -> Any:
+def _core(session: Session, stmt: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> Any:
     """A prebuilt Core statement (:mod:`cluster.memory.statements`) on the session's connection,
-    inside its transaction: the ORM session has nothing to add to it. (Typed ``Any``: the rows'
-    shape is the statement's, which the typing of a prebuilt statement does not carry.)"""
+    inside its transaction: the ORM session has nothing to add to it. A list of parameter sets runs
+    it once per set. (Typed ``Any``: the rows' shape is the statement's, which the typing of a
+    prebuilt statement does not carry.)"""
     return session.connection().execute(stmt, params)
 
 
@@ -779,38 +778,22 @@ class SqlMemoryStore:
             return
         at = utcnow()
         rows = [{"seq": seq, "owner": owner, "op": op, "queued_at": at} for seq in dict.fromkeys(seqs)]
-        for start in range(0, len(rows), 500):
-            chunk = rows[start : start + 500]
-            stmt = self._insert(MemoryIndexQueueRow).values(chunk)
-            session.execute(
-                stmt.on_conflict_do_update(
-                    index_elements=[MemoryIndexQueueRow.seq],
-                    set_={"op": stmt.excluded.op, "queued_at": stmt.excluded.queued_at},
-                )
-            )
+        _core(session, statements.queue_index(self.dialect), rows)
 
     def queued(self, session: Session, owner: str | None, before: datetime, limit: int) -> list[IndexWork]:
         """Vector work queued up to ``before`` (of one owner, or of all), oldest first."""
-        stmt = select(MemoryIndexQueueRow.seq, MemoryIndexQueueRow.owner, MemoryIndexQueueRow.op).where(
-            MemoryIndexQueueRow.queued_at <= before
-        )
+        params: dict[str, Any] = {"before": before, "limit": limit}
         if owner is not None:
-            stmt = stmt.where(MemoryIndexQueueRow.owner == owner)
-        stmt = stmt.order_by(MemoryIndexQueueRow.queued_at, MemoryIndexQueueRow.seq).limit(limit)
-        return [IndexWork(seq=seq, owner=who, op=op) for seq, who, op in session.execute(stmt)]
+            params["owner"] = owner
+        found = _core(session, statements.queued(of_owner=owner is not None), params)
+        return [IndexWork(seq=seq, owner=who, op=op) for seq, who, op in found]
 
     def index_done(self, session: Session, owner: str, done: Sequence[IndexWork]) -> None:
         """Remove finished work; an entry whose operation changed meanwhile (upsert → delete) stays."""
         for op in IndexOp:
             seqs = [w.seq for w in done if w.op is op]
             for start in range(0, len(seqs), 500):
-                session.execute(
-                    delete(MemoryIndexQueueRow).where(
-                        MemoryIndexQueueRow.owner == owner,
-                        MemoryIndexQueueRow.op == op,
-                        MemoryIndexQueueRow.seq.in_(seqs[start : start + 500]),
-                    )
-                )
+                _core(session, statements.index_done(), {"owner": owner, "op": op, "seqs": seqs[start : start + 500]})
 
     def index_sources(self, session: Session, owner: str, seqs: Sequence[int]) -> list[IndexSource]:
         """What the vectors of those of ``seqs`` that still exist are made from."""
@@ -835,18 +818,9 @@ class SqlMemoryStore:
 
         On Postgres the row lock also queues concurrent writers of one owner behind each other.
         """
-        stmt = self._insert(MemoryOwnerRow).values(owner=owner, generation=1)
-        session.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[MemoryOwnerRow.owner], set_={"generation": MemoryOwnerRow.generation + 1}
-            )
-        )
+        _core(session, statements.bump_generation(self.dialect), {"owner": owner})
 
     def generation(self, session: Session, owner: str) -> int:
         """The owner's current generation (0 before the first change): a primary-key lookup."""
         found = _core(session, statements.generation(), {"owner": owner}).scalar()
         return int(found or 0)
-
-    def _insert(self, table: type[MemoryIndexQueueRow] | type[MemoryOwnerRow]) -> Any:
-        # An upsert statement exists in both dialects, with the same interface.
-        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)

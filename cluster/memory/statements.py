@@ -1,10 +1,11 @@
-"""The memory query's hot statements, built once per shape and bound per call.
+"""The memory service's hot statements, built once per shape and bound per call.
 
-A query runs half a dozen statements; building each from ORM expressions took as long as
-running it (every ``IN`` list item, comparison and ``or_`` is an object made, coerced and
-cache-keyed again on every call). Here each statement is a Core statement over the ``memories``
-table with bound parameters, made once per *shape* — which filters a read carries — and given
-its values at execution, so a call costs a dictionary and the database's own work.
+A query runs half a dozen statements, and a write half a dozen more (its version, the vector
+work it queues and clears, the owner's generation twice); building each from ORM expressions took
+as long as running it (every ``IN`` list item, comparison and ``or_`` is an object made, coerced
+and cache-keyed again on every call). Here each statement is a Core statement with bound
+parameters, made once per *shape* — which filters a read carries — and given its values at
+execution, so a call costs a dictionary and the database's own work.
 """
 
 from __future__ import annotations
@@ -14,24 +15,29 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
+    Delete,
     Float,
     Integer,
     Select,
     Table,
     bindparam,
     column,
+    delete,
     func,
     insert,
     or_,
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 
 from cluster.memory.policy import MemoryState
-from cluster.memory.tables import FTS_TABLE, MemoryOwnerRow, MemoryRow
+from cluster.memory.tables import FTS_TABLE, MemoryIndexQueueRow, MemoryOwnerRow, MemoryRow
 
 MEMORIES: Table = MemoryRow.__table__  # type: ignore[assignment]
 _m = MEMORIES.c
+OWNERS: Table = MemoryOwnerRow.__table__  # type: ignore[assignment]
+QUEUE: Table = MemoryIndexQueueRow.__table__  # type: ignore[assignment]
 
 # Column weights for full-text relevance: the value's text counts most, the key a little less,
 # surrounding context (neighbouring turns) a third.
@@ -197,9 +203,48 @@ def texts_after(*, first: bool) -> Select[Any]:
 
 @lru_cache(maxsize=1)
 def generation() -> Select[Any]:
-    return select(MemoryOwnerRow.__table__.c.generation).where(  # type: ignore[attr-defined]
-        MemoryOwnerRow.__table__.c.owner == bindparam("owner")  # type: ignore[attr-defined]
+    return select(OWNERS.c.generation).where(OWNERS.c.owner == bindparam("owner"))
+
+
+def _upsert(table: Table, dialect: str) -> Any:
+    # Both dialects have an INSERT ... ON CONFLICT statement, with the same interface.
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+@lru_cache(maxsize=2)
+def bump_generation(dialect: str) -> Any:
+    """Add one to ``:owner``'s generation (its row made at 1 the first time)."""
+    stmt = _upsert(OWNERS, dialect).values(owner=bindparam("owner"), generation=1)
+    return stmt.on_conflict_do_update(index_elements=[OWNERS.c.owner], set_={"generation": OWNERS.c.generation + 1})
+
+
+@lru_cache(maxsize=2)
+def queue_index(dialect: str) -> Any:
+    """Queue vector work, one parameter set per seq (``seq``, ``owner``, ``op``, ``queued_at``);
+    a seq already queued takes the new operation and time."""
+    stmt = _upsert(QUEUE, dialect)
+    return stmt.on_conflict_do_update(
+        index_elements=[QUEUE.c.seq], set_={"op": stmt.excluded.op, "queued_at": stmt.excluded.queued_at}
     )
+
+
+@lru_cache(maxsize=1)
+def index_done() -> Delete:
+    """Remove ``:owner``'s queued work of operation ``:op`` for ``:seqs``."""
+    return delete(QUEUE).where(
+        QUEUE.c.owner == bindparam("owner"),
+        QUEUE.c.op == bindparam("op"),
+        QUEUE.c.seq.in_(bindparam("seqs", expanding=True)),
+    )
+
+
+@lru_cache(maxsize=2)
+def queued(*, of_owner: bool) -> Select[Any]:
+    """Work queued up to ``:before`` (of ``:owner`` when ``of_owner``), oldest first, ``:limit`` items."""
+    stmt = select(QUEUE.c.seq, QUEUE.c.owner, QUEUE.c.op).where(QUEUE.c.queued_at <= bindparam("before"))
+    if of_owner:
+        stmt = stmt.where(QUEUE.c.owner == bindparam("owner"))
+    return stmt.order_by(QUEUE.c.queued_at, QUEUE.c.seq).limit(bindparam("limit"))
 
 
 @lru_cache(maxsize=64)
