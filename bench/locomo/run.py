@@ -343,28 +343,29 @@ def main() -> None:
             for write in memory_writes(conv):
                 service.apply_write(conv.sample_id + "#one", write)
         results["memory (hybrid), one write a turn"] = evaluate(conversations, memory_ranker(service, "#one"))
-        # Ablation: the same memories without neighbouring turns as context (separate owners).
-        for conv in conversations:
-            service.apply_writes(conv.sample_id + "#bare", memory_writes(conv, with_context=False))
-        results["memory (hybrid), no neighbour context"] = evaluate(conversations, memory_ranker(service, "#bare"))
-        # The same turns with the metadata keys in another writer's style (separate owners).
-        for conv in conversations:
-            service.apply_writes(conv.sample_id + "#styled", memory_writes(conv, keys=STYLED_KEYS))
-        styled = "memory (hybrid), metadata keys " + ", ".join(STYLED_KEYS)
-        results[styled] = evaluate(conversations, memory_ranker(service, "#styled"))
-        # The speaker named in the metadata only, as a writer that keeps the turn's words apart.
-        for conv in conversations:
-            service.apply_writes(conv.sample_id + "#said", memory_writes(conv, speaker_in_value=False))
-        results["memory (hybrid), speaker in metadata only"] = evaluate(conversations, memory_ranker(service, "#said"))
-        # The session's date as a Unix time under `timestamp`, as a program that logs time.time() sends it.
-        for conv in conversations:
-            writes = memory_writes(conv, keys=("session", "timestamp", "speaker"), unix_times=True)
-            service.apply_writes(conv.sample_id + "#unix", writes)
-        results["memory (hybrid), date as a Unix time"] = evaluate(conversations, memory_ranker(service, "#unix"))
-        # Each turn sent as the value itself, a JSON object, with no metadata.
-        for conv in conversations:
-            service.apply_writes(conv.sample_id + "#json", json_writes(conv))
-        results["memory (hybrid), turns as JSON values"] = evaluate(conversations, memory_ranker(service, "#json"))
+        # The same turns as other writers send them, each way under owners of its own.
+        written: dict[str, tuple[str, Callable[[Conversation], list[MemoryWrite]]]] = {
+            # Ablation: without neighbouring turns as context.
+            "memory (hybrid), no neighbour context": ("#bare", lambda c: memory_writes(c, with_context=False)),
+            # The metadata keys in another writer's style.
+            "memory (hybrid), metadata keys " + ", ".join(STYLED_KEYS): (
+                "#styled",
+                lambda c: memory_writes(c, keys=STYLED_KEYS),
+            ),
+            # The speaker named in the metadata only, as a writer that keeps the turn's words apart.
+            "memory (hybrid), speaker in metadata only": ("#said", lambda c: memory_writes(c, speaker_in_value=False)),
+            # The session's date as a Unix time under `timestamp`, as a program that logs time.time() sends it.
+            "memory (hybrid), date as a Unix time": (
+                "#unix",
+                lambda c: memory_writes(c, keys=("session", "timestamp", "speaker"), unix_times=True),
+            ),
+            # Each turn sent as the value itself, a JSON object, with no metadata.
+            "memory (hybrid), turns as JSON values": ("#json", json_writes),
+        }
+        for label, (suffix, writes_of) in written.items():
+            for conv in conversations:
+                service.apply_writes(conv.sample_id + suffix, writes_of(conv))
+            results[label] = evaluate(conversations, memory_ranker(service, suffix))
         bm25 = bm25_ranker(conversations)
         dense = dense_ranker(conversations, embedder)
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)
