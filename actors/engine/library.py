@@ -21,7 +21,8 @@ A near-duplicate merges: the recommended and avoided parameter patterns are gene
 cover both (:func:`~actors.engine.generalize.merge_params`; never an empty string), provenance
 is united, and support grows by the *new* evidence only (provenance entries not already
 present), so merging the same batch twice changes nothing — a retried Ray task is harmless.
-Confidence rises once per fresh trajectory, as for a served success.
+The belief behind the confidence adds the new template's evidence in the share that is fresh,
+and keeps the outcomes agents reported about either (:mod:`actors.engine.confidence`).
 
 A merged threshold is a mean of the two, each weighted by the evidence behind it that the other
 did not see. The new template was learned on the batch *and* the stored history attribution
@@ -56,12 +57,20 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from actors.engine.confidence import update_confidence
+from actors.engine.confidence import confidence_of, implied_belief
 from actors.engine.generalize import merge_params
 from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
 from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
 from cluster.core.types import Frozen
-from cluster.experience.templates import ActionPattern, EvidenceKind, ExperienceTemplate, Predicate, Provenance, Support
+from cluster.experience.templates import (
+    ActionPattern,
+    Belief,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+    Support,
+)
 
 THRESHOLD_TOLERANCE = 0.5
 _COUNTED = (EvidenceKind.RECOMMENDED_SUCCEEDED, EvidenceKind.AVOIDED_FAILED)
@@ -303,9 +312,7 @@ def merge_pair(
     if pooled and any(p.kind is not None for p in new.provenance):
         w_old = sum(1 for p in old.provenance if p.kind in _COUNTED and p.trajectory_id not in pooled)
         w_new = new.support.successes + new.support.failures
-    confidence = old.confidence
-    for _ in range(add_t):
-        confidence = update_confidence(confidence, succeeded=True)
+    belief = _merged_belief(old, new, fresh)
     return old.model_copy(
         update={
             "recommended": _merge_pattern(old.recommended, new.recommended) or old.recommended,
@@ -320,9 +327,31 @@ def merge_pair(
             "caveats": _merge_caveats(old, new),
             "retry": old.retry or new.retry,
             "tested": _merge_tested(old.tested, new.tested),
-            "confidence": max(confidence, new.confidence),
+            "belief": belief,
+            "confidence": confidence_of(belief),
             "updated_at": max(old.updated_at, new.updated_at),
         }
+    )
+
+
+def _merged_belief(old: ExperienceTemplate, new: ExperienceTemplate, fresh: Sequence[Provenance]) -> Belief:
+    """The old belief plus the share of the new one that rests on evidence not counted yet.
+
+    Outcomes agents reported about either side are kept: a merge never forgets feedback.
+    """
+    before = old.belief or implied_belief(old.confidence)
+    later = new.belief or implied_belief(new.confidence)
+    kinds = (*_COUNTED, EvidenceKind.AVOIDED_COSTLIER, EvidenceKind.COUNTER)
+    counted = [p for p in new.provenance if p.kind in kinds]
+    if counted:
+        share = sum(1 for p in fresh if p.kind in kinds) / len(counted)
+    else:
+        share = 1.0 if fresh or not new.provenance else 0.0
+    return Belief(
+        agree=round(before.agree + share * later.agree, 6),
+        disagree=round(before.disagree + share * later.disagree, 6),
+        served_ok=before.served_ok + later.served_ok,
+        served_failed=before.served_failed + later.served_failed,
     )
 
 

@@ -61,7 +61,7 @@ from datetime import datetime
 from pydantic import JsonValue
 
 from actors.engine.conditions import holds, holds_all, is_number, learn_condition, simplify
-from actors.engine.confidence import initial_confidence
+from actors.engine.confidence import confidence_of, evidence_belief
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
 from actors.engine.disjunction import learn_disjunction, render_alternatives
@@ -430,12 +430,12 @@ def _finding(
 ) -> Finding:
     good, bad, id_predicates = identity
     avoid_tool, avoid_obs = avoid or (bad, avoided)
-    if avoided:
-        gap = sum(o.score for o in recommended) / len(recommended) - sum(o.score for o in avoided) / len(avoided)
-        strength *= min(1.0, max(0.0, gap / 2))
-    elif cost_gap is not None:
+    # The outcomes' signs chose the evidence; how far a score sits from zero is the scorer's
+    # blend of later events, no measure of how well this contrast separates.
+    if not avoided and cost_gap is not None:
         # Nothing failed: the contrast is as strong as the cost difference (3× → 0.67).
         strength *= 1.0 - 1.0 / cost_gap.ratio
+    belief = evidence_belief(len(recommended) + len(avoided) + len(costlier), len(counter), strength)
     sample = recommended[0]
     key = sample.key
     evidence = sorted([*recommended, *avoided, *costlier], key=Observation.sort_key)
@@ -461,7 +461,8 @@ def _finding(
             failures=len(avoided),
             trajectories=len({o.trajectory.trajectory_id for o in evidence}),
         ),
-        confidence=initial_confidence(len(recommended) + len(avoided) + len(costlier), len(counter), strength),
+        belief=belief,
+        confidence=confidence_of(belief),
         created_at=_latest(evidence),
         updated_at=_latest(evidence),
     )

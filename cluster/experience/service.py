@@ -455,6 +455,8 @@ class ExperienceService:
         }
         if edit.clear_avoid:
             changes["avoid"] = None
+        if edit.confidence is not None:
+            changes["belief"] = None  # a confidence set by hand replaces what it was computed from
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             current = store.get(owner, template_id, lock=True)

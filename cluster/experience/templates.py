@@ -144,6 +144,21 @@ class Support(Frozen):
     trajectories: int = Field(default=0, ge=0, description="Distinct trajectories contributing evidence.")
 
 
+class Belief(Frozen):
+    """The evidence behind an attribution template's confidence, as a Beta posterior's counts.
+
+    ``agree`` and ``disagree`` come from the runs the template was distilled from (weighted by how
+    cleanly its condition separates them); ``served_ok`` and ``served_failed`` count the outcomes
+    agents reported after it was served. Each is carried through merges and library rebuilds, so
+    nothing an agent reported is forgotten (:mod:`actors.engine.confidence`).
+    """
+
+    agree: float = Field(default=0.0, ge=0.0, description="Evidence runs that support the template.")
+    disagree: float = Field(default=0.0, ge=0.0, description="Evidence runs inside its condition against it.")
+    served_ok: int = Field(default=0, ge=0, description="Served, applied, and the task succeeded.")
+    served_failed: int = Field(default=0, ge=0, description="Served, applied, and the task failed.")
+
+
 class TemplateSource(StrEnum):
     ATTRIBUTION = "attribution"
     MANUAL = "manual"
@@ -165,6 +180,10 @@ class ExperienceTemplate(Frozen):
     provenance: tuple[Provenance, ...] = ()
     support: Support = Field(default_factory=Support)
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    belief: Belief | None = Field(
+        default=None,
+        description="What the confidence was computed from; None where it was set by hand (or imported).",
+    )
     parent_id: uuid.UUID | None = Field(default=None, description="Set on a supplementary (edge-case) template.")
     retry: bool = Field(
         default=False,

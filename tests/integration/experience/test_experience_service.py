@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pymilvus import MilvusClient
 
-from actors.engine import update_confidence
+from actors.engine import carry_feedback
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import ConfidenceReason, TemplateEdit
@@ -197,11 +197,11 @@ def test_an_edge_case_becomes_a_supplementary_template_linked_to_its_parent(expe
 
 
 def test_feedback_moves_confidence_both_ways_and_a_retry_counts_once(experience: ExperienceService) -> None:
-    tid = experience.add_template(OWNER, topic(0, confidence=0.8)).template_id
+    tid = experience.add_template(OWNER, topic(0, confidence=0.72)).template_id
     run1, run2 = uuid.uuid4(), uuid.uuid4()
     up = experience.report_outcome(OWNER, [tid], succeeded=True, trajectory_id=run1)
-    assert up.changes[0].before == 0.8
-    assert up.changes[0].after > 0.8
+    assert up.changes[0].before == 0.72
+    assert up.changes[0].after > 0.72
     retried = experience.report_outcome(OWNER, [tid], succeeded=True, trajectory_id=run1)
     assert retried.changes == ()
     assert retried.already_counted == (tid,)
@@ -213,8 +213,8 @@ def test_feedback_moves_confidence_both_ways_and_a_retry_counts_once(experience:
     assert down.changes[0].after == low
     history = experience.history(OWNER, tid)
     assert [(h.reason, h.before, h.after, h.trajectory_id) for h in history] == [
-        (ConfidenceReason.MANUAL, None, 0.8, None),
-        (ConfidenceReason.SUCCESS, 0.8, high, run1),
+        (ConfidenceReason.MANUAL, None, 0.72, None),
+        (ConfidenceReason.SUCCESS, 0.72, high, run1),
         (ConfidenceReason.FAILURE, high, low, run2),
     ]
     # Below the 0.7 threshold now: the index knows, so it is no longer served.
@@ -396,10 +396,11 @@ def test_concurrent_reports_each_count_once_and_chain_in_the_history(experience:
     for t in threads:
         t.join(timeout=60)
     assert errors == []
-    expected = 0.5
-    for _ in runs:
-        expected = update_confidence(expected, succeeded=True)
-    assert experience.get_template(OWNER, tid).confidence == pytest.approx(expected)
+    stored = experience.get_template(OWNER, tid)
+    assert stored.belief is not None
+    assert stored.belief.served_ok == len(runs)
+    as_added = stored.model_copy(update={"belief": None, "confidence": 0.5})
+    assert stored.confidence == pytest.approx(carry_feedback(as_added, len(runs), 0).confidence)
     history = experience.history(OWNER, tid)[1:]
     assert sorted(h.trajectory_id for h in history if h.trajectory_id) == sorted(runs)
     assert all(a.after == b.before for a, b in itertools.pairwise(history))
