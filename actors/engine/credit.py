@@ -22,12 +22,12 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from actors.engine.labels import LabelledPath, PathLabel, TreeIndex, index_tree, label_paths
 from cluster.core.errors import InvalidInput
-from cluster.trajectories.models import ResultStatus, Trajectory
+from cluster.trajectories.models import Node, ResultStatus, Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,9 @@ class LeafCounts:
     positive: int = 0
     negative: int = 0
     partial: int = 0
+    charged_below: int = 0
+    """Negative leaves whose path fails first at a later decision below this node (a different
+    choice's own failure): what a node that did not fail itself is not blamed for."""
 
     @property
     def total(self) -> int:
@@ -130,23 +133,34 @@ def available_scorers() -> tuple[str, ...]:
 
 
 def leaf_counts(tree: TreeIndex, paths: Sequence[LabelledPath]) -> dict[uuid.UUID, LeafCounts]:
-    """Subtree leaf label counts for every node, in one bottom-up pass (O(nodes))."""
+    """Subtree leaf label counts for every node, in one bottom-up pass (O(nodes)).
+
+    ``charged_below`` counts the negative leaves that a decision strictly below the node failed
+    on its way to: such a failure is that later choice's, not this one's.
+    """
     by_leaf = {p.leaf_id: p.label for p in paths}
     pos: dict[uuid.UUID, int] = {}
     neg: dict[uuid.UUID, int] = {}
     par: dict[uuid.UUID, int] = {}
+    unblamed: dict[uuid.UUID, int] = {}  # negative leaves with no failed decision below this node
     for nid in reversed(tree.order):
         label = by_leaf.get(nid)
         p = int(label is PathLabel.POSITIVE)
         n = int(label is PathLabel.NEGATIVE)
         z = int(label is PathLabel.PARTIAL)
+        free = n
         for child in tree.children[nid]:
             if child in pos:
                 p += pos[child]
                 n += neg[child]
                 z += par[child]
-        pos[nid], neg[nid], par[nid] = p, n, z
-    return {nid: LeafCounts(pos[nid], neg[nid], par[nid]) for nid in tree.order}
+                free += 0 if _failed_decision(tree.by_id[child]) else unblamed[child]
+        pos[nid], neg[nid], par[nid], unblamed[nid] = p, n, z, free
+    return {nid: LeafCounts(pos[nid], neg[nid], par[nid], neg[nid] - unblamed[nid]) for nid in tree.order}
+
+
+def _failed_decision(node: Node) -> bool:
+    return node.is_decision and node.execution_result.status is ResultStatus.FAILURE
 
 
 def credit_context(trajectory: Trajectory, blamed_by: uuid.UUID | None = None) -> CreditContext:
@@ -194,14 +208,21 @@ def _own(status: ResultStatus) -> float:
 def _blend(ctx: CreditContext, downstream: Callable[[LeafCounts], float]) -> dict[uuid.UUID, float]:
     """40% the node's own result, 60% what its subtree ended in.
 
-    A node that failed itself gets no credit from descendants that recovered: the recovery
-    was the later choice's merit, not this one's.
+    A node's own result and what follows it are kept apart both ways. A node that failed
+    itself gets no credit from descendants that recovered: the recovery was the later choice's
+    merit. A node that did not fail is not blamed for failures a later decision made on its own
+    (``charged_below``): those leaves count as neither success nor failure for it, so a right
+    first step in a task that a later, different choice lost never falls below neutral.
     """
     out: dict[uuid.UUID, float] = {}
     for nid in ctx.decision_ids:
         counts = ctx.counts[nid]
-        value = downstream(counts) if counts.total else 0.0
         own = _own(ctx.tree.by_id[nid].execution_result.status)
+        if own >= 0 and counts.charged_below:
+            counts = replace(
+                counts, negative=counts.negative - counts.charged_below, partial=counts.partial + counts.charged_below
+            )
+        value = downstream(counts) if counts.total else 0.0
         if own < 0:
             value = min(value, 0.0)
         out[nid] = 0.4 * own + 0.6 * value

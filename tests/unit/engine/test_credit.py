@@ -54,7 +54,13 @@ def test_default_scores_success_up_failure_down_and_stays_bounded() -> None:
 
 
 def test_failure_averse_penalises_a_mixed_subtree_more_than_default() -> None:
-    ctx = credit_context(_mixed().build("success"))
+    b = Builder()
+    root = b.add("plan", ["plan", "skip"])
+    left = b.add("a", ["a", "b"], parent=root)
+    b.add("ok", ["ok", "retry"], parent=left, status="success")
+    chosen = b.add("risky", ["ok", "risky"], parent=left, status="success")
+    b.add("crash", ["crash"], parent=chosen, status="failure")  # an execution step: risky's consequence
+    ctx = credit_context(b.build("success"))
     mixed = ctx.decision_ids[1]
     assert score_nodes(ctx, "failure_averse")[mixed] < score_nodes(ctx, "default")[mixed]
 
@@ -130,3 +136,23 @@ def test_non_finite_scores_are_rejected(scorer_name: str) -> None:
 def test_a_scorer_callable_can_be_passed_directly() -> None:
     (result,) = attribute_batch([_mixed().build("success")], scorer=lambda ctx: {})
     assert {s.score for s in result.node_scores} == {0.0}
+
+
+def test_a_decision_is_not_blamed_for_a_later_different_decision_that_failed() -> None:
+    b = Builder()
+    root = b.add("open", ["open"])
+    first = b.add("type_date", ["type_date", "type_text"], parent=root, status="success")
+    later = b.add("pick_a", ["pick_a", "pick_b"], parent=first, status="failure")
+    traj = b.build("failure")
+    scores = score_nodes(credit_context(traj))
+    assert scores[first] >= 0.1  # its own call worked; the task was lost later, by another choice
+    assert scores[later] <= -0.1
+
+
+def test_a_decision_is_blamed_when_nothing_below_it_failed_on_its_own() -> None:
+    b = Builder()
+    root = b.add("open", ["open"])
+    first = b.add("plan_bulk", ["plan_bulk", "plan_incremental"], parent=root, status="success")
+    b.add("execute", ["execute"], parent=first, status="success")
+    traj = b.build("failure")  # every step worked, the task failed: the plan is the suspect
+    assert score_nodes(credit_context(traj))[first] < 0
