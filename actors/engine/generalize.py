@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from pydantic import JsonValue
 
@@ -426,25 +426,62 @@ def fits_pattern(
 ) -> bool:
     """Whether one call is an instance of a generalized pattern (see :func:`generalize_params`).
 
-    The call is generalized on its own and compared key by key: equal values fit, a placeholder
-    in the pattern fits anything, a constant fits only itself. ``#<id of the submit button>``
-    fits ``[type=submit]`` (its element carries the attribute); a made-up ``#id``, another
-    button's id or ``encoding="utf-16"`` against ``"utf-8"`` do not. A key of the pattern the
-    call lacks does not fit.
+    One notion of "fits" for distillation, retirement and serving: a call fits when the pattern
+    could have been generalized from it. Key by key, a placeholder fits anything; a constant
+    fits the value the call sent (a date ``"14.03.2026"`` kept verbatim because several runs
+    used it fits a call that sends it again), or what the call generalizes to on its own
+    (``#<id of the submit button>`` fits ``[type=submit]``: its element carries the attribute).
+    A made-up ``#id``, another button's id or ``encoding="utf-16"`` against ``"utf-8"`` do not
+    fit. A key of the pattern the call lacks does not fit. So every call a pattern was
+    generalized from fits it.
     """
-    return _fits(pattern, generalize_params([(params, context)]))
+    single: dict[str, JsonValue] | None = None
+
+    def alone() -> Mapping[str, JsonValue]:
+        nonlocal single  # generalizing the call is the costly part: only when a constant differs
+        if single is None:
+            single = generalize_params([(params, context)])
+        return single
+
+    return _fits(pattern, params, alone, params, context)
 
 
-def _fits(pattern: Mapping[str, JsonValue], single: Mapping[str, JsonValue]) -> bool:
+def _fits(
+    pattern: Mapping[str, JsonValue],
+    raw: Mapping[str, JsonValue],
+    alone: Callable[[], Mapping[str, JsonValue]],
+    params: Mapping[str, JsonValue],
+    context: Mapping[str, JsonValue],
+) -> bool:
     for key, want in pattern.items():
-        if key not in single:
+        if key not in raw:
             return False
-        got = single[key]
+        got = raw[key]
         if want == got or (isinstance(want, str) and _PLACEHOLDER.match(want)):
             continue
-        if not (isinstance(want, Mapping) and isinstance(got, Mapping) and _fits(want, got)):
+        if isinstance(want, Mapping) and isinstance(got, Mapping):
+            if _fits(want, got, _nested(alone, key), params, context):
+                continue
+            return False
+        if isinstance(want, str) and isinstance(got, str) and _selects(want, got, params, context):
+            continue
+        if alone().get(key) != want:
             return False
     return True
+
+
+def _nested(alone: Callable[[], Mapping[str, JsonValue]], key: str) -> Callable[[], Mapping[str, JsonValue]]:
+    def inner() -> Mapping[str, JsonValue]:
+        value = alone().get(key)
+        return value if isinstance(value, Mapping) else {}
+
+    return inner
+
+
+def _selects(selector: str, value: str, params: Mapping[str, JsonValue], context: Mapping[str, JsonValue]) -> bool:
+    """An id selector whose element carries the attribute an attribute selector names."""
+    attr = _ATTR_SELECTOR.match(selector)
+    return attr is not None and _carries(value, params, context, attr.group(1), attr.group(3))
 
 
 _SANITIZE = (
