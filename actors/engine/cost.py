@@ -12,7 +12,8 @@ itself (an agent may send them at the top level of ``execution_result``; the mod
 into ``data``). Anything else (negative, NaN, text) is ignored. When no latency is reported it
 is *derived* from node timestamps: the gap between the node and the node that arrived just
 before it (an agent reports as it goes, so the gap is the time the step took). A decision is
-compared by its cost *to finish* (:func:`costs_to_finish`): its own cost plus everything below it.
+compared by its cost *to finish* (:func:`costs_to_finish`): its own cost plus what it leads to, up
+to the next decision reached after a success.
 
 :func:`compare_costs` says one action is cheaper than another when, on the metrics both sides
 have, its median cost is lower by at least ``COST_RATIO`` on one metric and not higher by that
@@ -32,7 +33,7 @@ from typing import Literal
 from pydantic import Field, JsonValue
 
 from cluster.core.types import Frozen
-from cluster.trajectories.models import ExecutionResult, Trajectory
+from cluster.trajectories.models import ExecutionResult, ResultStatus, Trajectory
 
 CostMetric = Literal["tokens", "latency_ms", "steps"]
 METRICS: tuple[CostMetric, ...] = ("tokens", "latency_ms", "steps")
@@ -116,20 +117,28 @@ def node_costs(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
 
 
 def costs_to_finish(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
-    """What each node cost from there to the end of its branch: its own cost plus every node below it.
+    """What each node cost from there until the next decision its success leads to.
 
     A choice is only as cheap as what it commits to: ``set_encoding`` then ``export`` is two
     steps where ``export`` alone is one, though each call is one step. Retries under a node count
-    too (they were spent because of it). A metric no node of the subtree reports stays unknown.
+    too (they were spent because of it), and so do the execution steps it leads to. A decision
+    reached after a successful step is a new occurrence with a cost of its own: the same decision
+    taken again for the next item of a task, or the task's next decision, is not charged to this
+    one (else the first of two equal choices would look dearer by everything after it). A metric
+    no node of the span reports stays unknown.
     """
     own = node_costs(trajectory)
+    by_id = {node.node_id: node for node in trajectory.nodes}
     children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
     for node in trajectory.nodes:
         children.setdefault(node.parent_id, []).append(node.node_id)
     out: dict[uuid.UUID, Cost] = {}
     # Children arrive after their parents, so reverse arrival order visits every child first.
     for node in sorted(trajectory.nodes, key=lambda n: n.seq, reverse=True):
-        parts = [own[node.node_id], *(out[c] for c in children.get(node.node_id, ()) if c in out)]
+        below = children.get(node.node_id, [])
+        if node.execution_result.status is ResultStatus.SUCCESS:
+            below = [c for c in below if not by_id[c].is_decision]
+        parts = [own[node.node_id], *(out[c] for c in below if c in out)]
         totals: dict[str, float | None] = {}
         for metric in METRICS:
             values = [v for part in parts if (v := part.get(metric)) is not None]
