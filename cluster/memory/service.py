@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import Conflict, HindsightError, InvalidInput, NotFound, StoreUnavailable
+from cluster.core.owner import check_owner
 from cluster.core.ports import Embedder
 from cluster.core.types import JsonObject, as_utc, utcnow
 from cluster.memory.access import AccessLog
@@ -105,13 +106,6 @@ logger = logging.getLogger(__name__)
 
 MAX_DENSE_CANDIDATES = 4096
 M = TypeVar("M", bound=BaseModel)
-
-
-def check_owner(owner: str) -> str:
-    """The owner comes from a credential, but a bad one must still never reach a store."""
-    if not isinstance(owner, str) or not owner or len(owner) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in owner):
-        raise InvalidInput("owner must be a non-empty string of at most 200 characters without control characters")
-    return owner
 
 
 class MemoryService:
