@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cluster.memory.policy import ActivityPolicy
+from cluster.memory.policy.activity import ActivityPolicy
 
 # owner -> seq -> times it was returned
 Pending = dict[str, dict[int, list[datetime]]]

@@ -16,7 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS, key_forms, keyed, snake_key, spoken
+from cluster.memory.policy.promotion import spoken
+from cluster.memory.policy.words import STOPWORDS, key_forms, keyed, snake_key
 
 #: Metadata keys whose string values name an entity of the memory, in any style and alone or as
 #: ``<key>_name(s)``: "speaker", "Speaker", "speakerName", "author_names" (:func:`is_entity_key`).

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 import numpy as np
 
 from cluster.memory.growth import PerOwner
-from cluster.memory.policy import STOPWORDS
+from cluster.memory.policy.words import STOPWORDS
 
 #: Words of three or more letters; digits, ids and one- or two-letter words are no topic.
 _WORD = re.compile(r"[^\W\d_]{3,}(?:['’][^\W\d_]+)?")

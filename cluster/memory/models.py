@@ -9,7 +9,11 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, JsonValue
 
 from cluster.core.types import Frozen, JsonObject, Name, Text, no_nul
-from cluster.memory.policy import MemoryScope, MemoryState, MemoryValue, PromotionReason, SourceId, Ttl, described
+from cluster.memory.policy.lifetime import Ttl
+from cluster.memory.policy.promotion import PromotionReason
+from cluster.memory.policy.scope import MemoryScope
+from cluster.memory.policy.versions import MemoryState, MemoryValue, SourceId
+from cluster.memory.policy.words import described
 from cluster.memory.timeparse import memory_date
 
 # --------------------------------------------------------------------------------------- API models

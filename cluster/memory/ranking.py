@@ -33,7 +33,8 @@ from typing import Any
 from cluster.core.types import Frozen
 from cluster.memory.entities import Vocabulary, entity_values
 from cluster.memory.expansion import content_words
-from cluster.memory.policy import RankingPolicy, key_forms, keyed, rrf
+from cluster.memory.policy.ranking import RankingPolicy, rrf
+from cluster.memory.policy.words import key_forms, keyed
 from cluster.memory.timeparse import Interval, TimeMention, find_duration, find_times, memory_date
 
 _WHEN = re.compile(

@@ -36,7 +36,11 @@ from cluster.core.types import Frozen, utcnow
 from cluster.memory import statements
 from cluster.memory.entities import SQUASHED_ENTITY_KEYS, embedded_text, is_entity_key
 from cluster.memory.models import MemoryRecord
-from cluster.memory.policy import LogStatus, MemoryScope, MemoryState, MemoryValue, Validity, spoken, terms
+from cluster.memory.policy.lifetime import Validity
+from cluster.memory.policy.promotion import LogStatus, spoken
+from cluster.memory.policy.scope import MemoryScope
+from cluster.memory.policy.versions import MemoryState, MemoryValue
+from cluster.memory.policy.words import terms
 from cluster.memory.statements import CONTEXT_WEIGHT, KEY_WEIGHT, TEXT_WEIGHT
 from cluster.memory.tables import (
     FTS_TABLE,

@@ -60,29 +60,25 @@ from cluster.memory.models import (
     value_text,
 )
 from cluster.memory.neighbours import ThreadWrites, delete_versions, joined
-from cluster.memory.policy import (
-    ActivityPolicy,
+from cluster.memory.policy.activity import ActivityPolicy
+from cluster.memory.policy.lifetime import Ttl, Validity, validity_for
+from cluster.memory.policy.limits import MemoryLimits
+from cluster.memory.policy.promotion import (
     LoggedTurn,
     LogStatus,
-    MemoryLimits,
-    MemoryScope,
-    MemoryState,
-    MemoryValue,
     PromotionPolicy,
     PromotionReason,
-    RankingPolicy,
-    Ttl,
-    Validity,
-    described,
     find_promotions,
-    next_version,
     promotion_target,
     spoken,
-    state_key,
     turn_log_id,
-    validity_for,
     write_trigger,
 )
+from cluster.memory.policy.ranking import RankingPolicy
+from cluster.memory.policy.scope import MemoryScope
+from cluster.memory.policy.state_change import state_key
+from cluster.memory.policy.versions import MemoryState, MemoryValue, next_version
+from cluster.memory.policy.words import described
 from cluster.memory.ranking import (
     CandidateFacts,
     Candidates,

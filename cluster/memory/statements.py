@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from cluster.memory.policy import MemoryState
+from cluster.memory.policy.versions import MemoryState
 from cluster.memory.tables import FTS_TABLE, MemoryIndexQueueRow, MemoryOwnerRow, MemoryRow
 
 MEMORIES: Table = MemoryRow.__table__  # type: ignore[assignment]

@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, LargeBinary, String, Text, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cluster.memory.policy import LogStatus, MemoryState, ScopeKind
+from cluster.memory.policy.promotion import LogStatus
+from cluster.memory.policy.scope import ScopeKind
+from cluster.memory.policy.versions import MemoryState
 from cluster.storage.db import Base, PortableJSON, StrEnumType, UtcDateTime
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY (which is also the rowid FTS5 points at).

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import model_validator
 
 from cluster.core.types import Frozen
-from cluster.memory.policy import snake_key
+from cluster.memory.policy.words import snake_key
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})

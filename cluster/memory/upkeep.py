@@ -26,7 +26,7 @@ from cluster.core.ports import Embedder
 from cluster.core.types import utcnow
 from cluster.memory.access import AccessLog, Pending, apply_accesses
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
-from cluster.memory.policy import ActivityPolicy
+from cluster.memory.policy.activity import ActivityPolicy
 from cluster.memory.repository import IndexWork, SqlMemoryStore
 from cluster.memory.tables import IndexOp
 from cluster.storage.db import Database
