@@ -76,6 +76,7 @@ from bench.procedural.envs_files import ArchiveUpload, AssetPreview, VideoResize
 from bench.procedural.envs_roles import DataSync
 from bench.procedural.envs_services import AddressGeocode, PaymentSettle
 from bench.procedural.envs_web import FormSubmit, TableLookup
+from bench.procedural.generated import family_seed, generated_episode
 
 OLD_FAMILIES: tuple[str, ...] = tuple(
     cls.family for cls in (FormSubmit, ProductImport, CsvExport, DbInsert, TableLookup, DataSync)
@@ -104,12 +105,19 @@ FAMILIES: dict[str, type[Episode]] = {
 
 
 def make_episode(family: str, seed: int, budget: int | None = None) -> Episode:
-    """A fresh instance of ``family`` for ``seed``.
+    """A fresh instance of ``family`` for ``seed``; ``gen-0042`` is the generated family of seed 42.
 
     Raises:
         KeyError: Unknown family.
     """
-    return FAMILIES[family](seed, budget)
+    if family in FAMILIES:
+        return FAMILIES[family](seed, budget)
+    return generated_episode(family, seed, budget)
+
+
+def is_family(name: str) -> bool:
+    """Whether :func:`make_episode` knows ``name``: a hand-written family or ``gen-<seed>``."""
+    return name in FAMILIES or family_seed(name) is not None
 
 
 __all__ = [
@@ -127,5 +135,6 @@ __all__ = [
     "ProductImport",
     "TableLookup",
     "VideoResize",
+    "is_family",
     "make_episode",
 ]

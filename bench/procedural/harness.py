@@ -41,7 +41,7 @@ from typing import Literal
 from pydantic import Field
 
 from bench.procedural.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
-from bench.procedural.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, make_episode
+from bench.procedural.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, is_family, make_episode
 from bench.procedural.naive import NaivePolicy, NaiveServer
 from bench.procedural.recording import ToolClient
 from bench.procedural.replay import ReplayMemory
@@ -68,7 +68,9 @@ WaitForAnalysis = Callable[[], Awaitable[None]]
 class BenchConfig(Frozen):
     """What to run."""
 
-    families: tuple[str, ...] = Field(default=tuple(FAMILIES), min_length=1)
+    families: tuple[str, ...] = Field(
+        default=tuple(FAMILIES), min_length=1, description="Hand-written family names, or gen-<seed> (generated)."
+    )
     conditions: tuple[Condition, ...] = Field(default=CONDITIONS, min_length=1)
     rounds: int = Field(default=3, ge=1, le=20)
     train_episodes: int = Field(default=10, ge=0, description="Per family and round.")
@@ -317,7 +319,8 @@ def pick_choice(candidates: Sequence[BenchResults]) -> AgentChoices:
     )
 
 
-def _policy(condition: Condition, config: BenchConfig, embedder: Callable[[], Embedder]) -> Policy:
+def make_policy(condition: Condition, config: BenchConfig, embedder: Callable[[], Embedder]) -> Policy:
+    """The agent of ``condition``, with its memory (one per run, shared by every family)."""
     if condition == "hindsight":
         return HindsightPolicy(top_k=config.top_k, min_confidence=config.min_confidence)
     if condition == "replay":
@@ -416,13 +419,13 @@ async def run_bench(
         Over HTTP, return ``mcp.Client`` on a transport that carries that condition's bearer token.
     """
     config = config or BenchConfig()
-    unknown = set(config.families) - set(FAMILIES)
+    unknown = {f for f in config.families if not is_family(f)}
     if unknown:
         raise ValueError(f"unknown families: {sorted(unknown)}")
     cells: list[CellResult] = []
     async with AsyncExitStack() as stack:
         clients = {c: await stack.enter_async_context(client_factory(c)) for c in config.conditions}
-        policies = {c: _policy(c, config, embedder) for c in config.conditions}
+        policies = {c: make_policy(c, config, embedder) for c in config.conditions}
         for round_ in range(1, config.rounds + 1):
             for condition in config.conditions:
                 for phase in ("eval", "train"):
