@@ -4,16 +4,20 @@ For each owner with trajectories finalized since the job's watermark:
 
 1. **Rebuild.** :func:`pipelines.reprocess.reprocess` attributes every stored trajectory of the
    owner again (grouped by role and task type, on a Ray Data actor pool) and builds a new,
-   inactive library version from the templates found (source ``consolidate``).
+   inactive library version from the templates found (source ``consolidate``). Each rebuilt
+   template keeps the outcomes agents reported about the active template it replaces
+   (:func:`cluster.experience.versions.keep_reported`): the trajectories hold the evidence, not
+   that feedback.
 2. **Judge** on the owner's newest trajectories (the ``holdout`` share, split by time as
    ``hindsight evaluate`` splits), serving every held-out decision with
    :func:`pipelines.evaluate.evaluate_library`, which never serves a template whose provenance
    names the trajectory being judged. The new version learned from the held-out trajectories
    too, so what is judged for it is the library its pipeline learns from the older ones only
-   (:func:`rebuild`: the same groups, scorer and merge, in this process); the active version is
-   judged as stored. Neither is scored with a trajectory's own evidence; the active version loses
-   the templates that merged a held-out trajectory's evidence, so the comparison leans towards
-   the new version when live learning has analysed the held-out trajectories.
+   (:func:`rebuild`: the same groups, scorer and merge, in this process, and the same reported
+   outcomes taken along); the active version is judged as stored. Neither is scored with a
+   trajectory's own evidence; the active version loses the templates that merged a held-out
+   trajectory's evidence, so the comparison leans towards the new version when live learning has
+   analysed the held-out trajectories.
 3. **Decide.** The new version is promoted if its hit@1 is at least the active one's; otherwise,
    or when no held-out decision has an action known to succeed, the active version stays. The
    decision and its reason go into the run's result; a kept version stays listed for
@@ -42,7 +46,7 @@ from cluster.experience.models import LibrarySource, RoleLibraries
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.experience.templates import ExperienceTemplate
-from cluster.experience.versions import LibraryVersions
+from cluster.experience.versions import LibraryVersions, keep_reported
 from cluster.jobs.runs import JobContext, JobOutcome
 from cluster.serve_config import ConsolidateParameters
 from cluster.settings import Settings
@@ -246,7 +250,9 @@ def judge(
         active = store.active_version(owner)
         stored = _library(store, owner, active)
         templates = store.count(owner, new_version)
-    judged = {"active": stored, "new": rebuild_stored(db, owner, train, roles, parameters.scorer)}
+    # As create_version builds it: the rebuilt rules with the outcomes agents reported about the active ones.
+    rebuilt = keep_reported(rebuild_stored(db, owner, train, roles, parameters.scorer), stored)
+    judged = {"active": stored, "new": rebuilt}
     metrics = evaluate_stored(
         db,
         owner,
@@ -321,6 +327,10 @@ def consolidate(
             if version is not None:
                 context.progress(f"{owner}: judging v{version} against the active version")
                 decision = judge(db, settings, owner, version, parameters)
+                if decision.promoted and experience is not None:
+                    # The switch gave some templates outcomes reported while the version was judged:
+                    # their vectors' confidence now, not at the workers' next index sweep.
+                    experience.index_pending(owner)
                 templates += decision.templates
                 decisions[owner] = decision.model_dump(mode="json")
                 logger.info("consolidated %s into v%d: %s", owner, version, decision.reason)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from datetime import datetime
 from enum import StrEnum
@@ -99,16 +100,58 @@ class ServedExperience(Frozen):
     text: str = Field(description="The rule in one line.")
 
 
+MAX_CANDIDATES = 3
+
+
+class Candidate(Frozen):
+    """A template that would be served here but for its confidence."""
+
+    id: uuid.UUID = Field(description="Pass it to finalize_trajectory's served_template_ids if you follow it.")
+    recommended: Name = Field(description="The tool it recommends.")
+    avoid: Name | None = Field(default=None, description="The tool it says to avoid.")
+    confidence: float
+
+    def brief(self) -> str:
+        """The advice in a few words, e.g. ``prefer bulk_import over add_item (0.69)``."""
+        advice = f"prefer {self.recommended}" + (f" over {self.avoid}" if self.avoid else "")
+        return f"{advice} ({_below(self.confidence)})"
+
+
+class BelowThreshold(Frozen):
+    """When no template passes the confidence threshold: the ones nearest to being served, most confident first."""
+
+    threshold: float = Field(ge=0.0, le=1.0)
+    candidates: tuple[Candidate, ...] = Field(min_length=1, max_length=MAX_CANDIDATES)
+
+    def line(self) -> str:
+        """One line for the text answer: ``1 candidate below 0.70: prefer bulk_import over add_item (0.69)``."""
+        n = len(self.candidates)
+        listed = "; ".join(c.brief() for c in self.candidates)
+        return f"{n} candidate{'s' if n > 1 else ''} below {self.threshold:.2f}: {listed}"
+
+
+def _below(confidence: float) -> str:
+    # Cut, not rounded: 0.699 shown as 0.70 would read as passing a 0.70 threshold.
+    return f"{math.floor(confidence * 100) / 100:.2f}"
+
+
 class ExperienceQueryResult(Frozen):
     """Templates for one situation, best first, and the block to put in a system prompt.
 
     ``experiences`` is the lean view an agent reads; ``templates`` holds the full templates with
-    their provenance and support (the MCP tool sends them only with ``detail``).
+    their provenance and support (the MCP tool sends them only with ``detail``). ``below_threshold``
+    is there only when nothing was served and some template missed the threshold alone.
     """
 
     experiences: tuple[ServedExperience, ...] = ()
     templates: tuple[ScoredTemplate, ...] = ()
     prompt_block: str = Field(default="", description="[EXPERIENCE]…[/EXPERIENCE], or empty when nothing matched.")
+    below_threshold: BelowThreshold | None = Field(
+        default=None,
+        # Left out of the answer when absent: every served answer would otherwise pay for the key.
+        exclude_if=lambda value: value is None,
+        description="Nothing passed the confidence threshold: the nearest templates below it.",
+    )
 
     def lean(self) -> ExperienceQueryResult:
         """The same answer without the full templates."""
@@ -122,6 +165,8 @@ class ConfidenceReason(StrEnum):
     FAILURE = "failure"
     MANUAL = "manual"
     IMPORTED = "imported"
+    CARRIED = "carried"
+    """Outcomes reported about the rule in the library version this one replaced, taken along."""
 
 
 class ConfidenceChange(Frozen):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from actors.engine import apply_outcome, contradicted, merge_into_library
+from actors.engine.features import Features
 from actors.engine.retire import ActionOutcome
 from actors.engine.serving import (
     Fit,
@@ -48,7 +50,10 @@ from cluster.core.ports import Embedder
 from cluster.core.types import canonical_json
 from cluster.experience.exchange import export_lines, parse_export
 from cluster.experience.models import (
+    MAX_CANDIDATES,
     MAX_TOP_K,
+    BelowThreshold,
+    Candidate,
     ConfidenceChange,
     ConfidenceReason,
     ExperienceQueryResult,
@@ -66,6 +71,7 @@ from cluster.experience.models import (
 from cluster.experience.ports import ExperienceIndex, IndexRow
 from cluster.experience.repository import FIRST_VERSION, SqlExperienceStore
 from cluster.experience.templates import ExperienceTemplate, TemplateSource, render_prompt_block
+from cluster.experience.versions import counterpart, keep_reported
 from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)
@@ -160,6 +166,9 @@ class ExperienceService:
         Without one, templates rank by text relevance. ``context`` may be empty when a
         situation is sent.
 
+        When none passes the threshold, ``below_threshold`` names the (at most three) templates a
+        lower threshold would have served first, most confident first; nothing otherwise.
+
         Raises:
             InvalidInput: no context and no situation, top_k < 1 or min_confidence outside [0, 1].
         """
@@ -213,57 +222,50 @@ class ExperienceService:
                 for template in store.families(owner, [signature], version):
                     templates.setdefault(template.template_id, template)
         kept: list[ExperienceTemplate] = []
+        below: list[ExperienceTemplate] = []
         for template in templates.values():
-            # SQL has the last word: the index may lag behind a confidence drop or a role edit.
-            if template.confidence < threshold:
-                continue
-            if served_roles is not None and template.role not in served_roles:
-                continue
-            if task_type is not None and template.task_type not in (task_type, None):
-                continue
-            if template.retired_reason is not None:
-                continue  # kept for the record; later evidence contradicted it
-            kept.append(template)
-        scored: list[ScoredTemplate] = []
-        if situation is None:
-            for template in kept:
-                score = round(relevance.get(template.template_id, 0.0), 6)
-                scored.append(ScoredTemplate(template=template, relevance=score, score=score))
-        else:
-            fits = overruled(
-                [
-                    (t, fit(t, situation.context_snapshot, features, situation.available_actions, signature))
-                    for t in kept
-                ],
-                features,
-            )
-            judged_all = list(zip(kept, fits, strict=True))
-            for template, judged in judged_all:
-                if judged is Fit.NOT_APPLICABLE and not include_inapplicable:
-                    continue
-                # Served as it holds here: retry advice withdrawn where another rule says the call fails.
-                stands = retry_stands(template, judged_all)
-                served = template if stands == template.retry else template.model_copy(update={"retry": stands})
-                score = round(relevance.get(template.template_id, 0.0), 6)
-                scored.append(
-                    ScoredTemplate(
-                        template=served,
-                        relevance=score,
-                        applicable=applicable(judged),
-                        score=rank_score(judged, template.confidence, score),
-                    )
-                )
-        # Ties (equal scores) go to the more confident, then to the id, so answers are deterministic.
-        scored.sort(
-            key=lambda s: (s.applicable is not False, s.score, s.template.confidence, str(s.template.template_id)),
-            reverse=True,
-        )
-        scored = scored[:k]
+            if _servable(template, served_roles, task_type):
+                # SQL has the last word: the index may lag behind a confidence drop or a role edit.
+                (kept if template.confidence >= threshold else below).append(template)
+        ranking = _Ranking(relevance, situation, features, signature, include_inapplicable)
+        scored = ranking.rank(kept)[:k]
+        missed = None
+        if not scored and threshold > 0.0:
+            # A situation's own decision came from SQL whatever its confidence: often enough.
+            missed = _below_threshold(ranking, kept, below, threshold)
+            if missed is None:
+                # The search's filter left out everything under the threshold: one more, on a miss only.
+                below += self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance)
+                missed = _below_threshold(ranking, kept, below, threshold)
         return ExperienceQueryResult(
             experiences=tuple(_served(s) for s in scored),
             templates=tuple(scored),
             prompt_block=render_prompt_block([s.template for s in scored]),
+            below_threshold=missed,
         )
+
+    def _under(
+        self,
+        owner: str,
+        vector: Sequence[float],
+        limit: int,
+        version: int,
+        served_roles: Sequence[str] | None,
+        task_type: str | None,
+        threshold: float,
+        relevance: dict[uuid.UUID, float],
+    ) -> list[ExperienceTemplate]:
+        """The nearest servable templates under ``threshold`` (their scores are added to ``relevance``)."""
+        hits = self.index.search(
+            owner, vector, limit=limit, version=version, roles=served_roles, task_type=task_type, min_confidence=0.0
+        )
+        fresh = {h.template_id: h.score for h in hits if h.template_id not in relevance}
+        if not fresh:
+            return []
+        relevance.update(fresh)
+        with self.db.read() as session:
+            found = SqlExperienceStore(session).get_many(owner, list(fresh), version)
+        return [t for t in found.values() if t.confidence < threshold and _servable(t, served_roles, task_type)]
 
     def get_template(self, owner: str, template_id: uuid.UUID) -> ExperienceTemplate:
         with self.db.transaction() as session:
@@ -380,7 +382,10 @@ class ExperienceService:
         """Served templates were applied and the task succeeded (confidence up) or failed (down).
 
         With a ``trajectory_id`` each (trajectory, template) pair counts once: a retried report
-        changes nothing. Without one, every call counts. All or nothing.
+        changes nothing. Without one, every call counts. All or nothing. A template of a library
+        version no longer active (served before a switch) counts, and so does the active version's
+        template stating its rule (:func:`cluster.experience.versions.counterpart`): a rebuild
+        never loses what agents report about the library it replaced.
 
         Raises:
             NotFound: a template id is not the owner's.
@@ -389,25 +394,32 @@ class ExperienceService:
         reason = ConfidenceReason.SUCCESS if succeeded else ConfidenceReason.FAILURE
         changes: list[ConfidenceChange] = []
         counted: list[uuid.UUID] = []
+        ids = list(dict.fromkeys(template_ids))
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
-            for template_id in dict.fromkeys(template_ids):
+            # The lock a library switch takes (LibraryVersions): an outcome counted before a switch
+            # is taken along by the version switched to, one counted after also lands there.
+            store.lock_owner(owner)
+            active = store.active_version(owner)
+            in_active = store.existing_ids(owner, ids, active)
+            for template_id in ids:
                 template = store.get(owner, template_id, lock=True)
-                if trajectory_id is not None and not store.claim_outcome(owner, template_id, trajectory_id, succeeded):
+                change = _count(store, owner, template, succeeded, reason, trajectory_id)
+                if change is None:
                     counted.append(template_id)
                     continue
-                updated = apply_outcome(template, succeeded, _now())
-                before, _ = store.replace(owner, updated, reason, trajectory_id)
-                changes.append(
-                    ConfidenceChange(
-                        template_id=template_id,
-                        before=before,
-                        after=updated.confidence,
-                        reason=reason,
-                        trajectory_id=trajectory_id,
-                        at=updated.updated_at,
-                    )
-                )
+                changes.append(change)
+                if template_id in in_active:
+                    continue
+                # Served before a switch, reported after it: the rule it states is served from the
+                # active version now, and the outcome counts there too (once per trajectory as well).
+                family = store.families(owner, [template.signature], active)
+                successor = counterpart(template, [t for t in family if t.retired_reason is None])
+                if successor is not None and successor.template_id not in ids:
+                    current = store.get(owner, successor.template_id, lock=True)
+                    forwarded = _count(store, owner, current, succeeded, reason, trajectory_id)
+                    if forwarded is not None:
+                        changes.append(forwarded)
         if changes:
             # Only confidence moved: update the index's filter field in place instead of re-embedding.
             try:
@@ -417,6 +429,9 @@ class ExperienceService:
             else:
                 with self.db.transaction() as session:
                     store = SqlExperienceStore(session)
+                    # Several rows (a template and its successor): without the owner's lock this can
+                    # wait on a report or switch that waits on it (Postgres reports a deadlock).
+                    store.lock_owner(owner)
                     store.mark_indexed(owner, list(store.get_many(owner, sorted(applied)).values()))
                 if len(applied) < len(changes):
                     # Rows the index did not return keep their marks and are written again in full.
@@ -509,13 +524,17 @@ class ExperienceService:
                     t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version)}) for t in templates
                 ]
                 result = merge_into_library([], owned, outcomes)
-                signatures = list(dict.fromkeys(o.signature for o in outcomes))
+                judged = {o.signature for o in outcomes}
+                signatures = sorted(judged | {t.signature for t in result.library})
                 previous = store.families(owner, signatures, store.active_version(owner))
+                # What agents reported about a rule is no evidence the stored trajectories hold: each
+                # rebuilt template takes the outcomes of the active template it replaces.
+                rebuilt = keep_reported(result.library, previous)
                 dropped = [
                     t.model_copy(update={"template_id": _owned_id(owner, t.template_id, version), "parent_id": None})
-                    for t in contradicted(previous, outcomes)
+                    for t in contradicted([p for p in previous if p.signature in judged], outcomes)
                 ]
-                for template in (*result.library, *dropped):
+                for template in (*rebuilt, *dropped):
                     store.insert(owner, template, version=version)
             pruned = store.prune(owner, self.versions_kept)
         if pruned:
@@ -651,6 +670,117 @@ class ExperienceService:
         self.index.upsert(
             [IndexRow.of(owner, t, v, version=version) for (t, _, version), v in zip(items, vectors, strict=True)]
         )
+
+
+def _count(
+    store: SqlExperienceStore,
+    owner: str,
+    template: ExperienceTemplate,
+    succeeded: bool,
+    reason: ConfidenceReason,
+    trajectory_id: uuid.UUID | None,
+) -> ConfidenceChange | None:
+    """Count one served outcome on ``template``; None when this trajectory's outcome was counted on it before."""
+    if trajectory_id is not None and not store.claim_outcome(owner, template.template_id, trajectory_id, succeeded):
+        return None
+    updated = apply_outcome(template, succeeded, _now())
+    before, _ = store.replace(owner, updated, reason, trajectory_id)
+    return ConfidenceChange(
+        template_id=template.template_id,
+        before=before,
+        after=updated.confidence,
+        reason=reason,
+        trajectory_id=trajectory_id,
+        at=updated.updated_at,
+    )
+
+
+def _servable(template: ExperienceTemplate, served_roles: Sequence[str] | None, task_type: str | None) -> bool:
+    """Whether a query of these roles and task type may serve ``template``, confidence aside."""
+    if served_roles is not None and template.role not in served_roles:
+        return False
+    if task_type is not None and template.task_type not in (task_type, None):
+        return False
+    return template.retired_reason is None  # a retired one is kept for the record, never served
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """How one query ranks templates: by text relevance alone, or by their fit to the situation sent."""
+
+    relevance: dict[uuid.UUID, float]
+    situation: Situation | None
+    features: Features
+    signature: str | None
+    include_inapplicable: bool
+
+    def rank(self, templates: Sequence[ExperienceTemplate]) -> list[ScoredTemplate]:
+        """``templates`` as served, best first (without the inapplicable ones unless asked for)."""
+        scored: list[ScoredTemplate] = []
+        situation = self.situation
+        if situation is None:
+            for template in templates:
+                score = round(self.relevance.get(template.template_id, 0.0), 6)
+                scored.append(ScoredTemplate(template=template, relevance=score, score=score))
+        else:
+            fits = overruled(
+                [
+                    (
+                        t,
+                        fit(t, situation.context_snapshot, self.features, situation.available_actions, self.signature),
+                    )
+                    for t in templates
+                ],
+                self.features,
+            )
+            judged_all = list(zip(templates, fits, strict=True))
+            for template, judged in judged_all:
+                if judged is Fit.NOT_APPLICABLE and not self.include_inapplicable:
+                    continue
+                # Served as it holds here: retry advice withdrawn where another rule says the call fails.
+                stands = retry_stands(template, judged_all)
+                served = template if stands == template.retry else template.model_copy(update={"retry": stands})
+                score = round(self.relevance.get(template.template_id, 0.0), 6)
+                scored.append(
+                    ScoredTemplate(
+                        template=served,
+                        relevance=score,
+                        applicable=applicable(judged),
+                        score=rank_score(judged, template.confidence, score),
+                    )
+                )
+        # Ties (equal scores) go to the more confident, then to the id, so answers are deterministic.
+        scored.sort(
+            key=lambda s: (s.applicable is not False, s.score, s.template.confidence, str(s.template.template_id)),
+            reverse=True,
+        )
+        return scored
+
+
+def _below_threshold(
+    ranking: _Ranking, kept: Sequence[ExperienceTemplate], below: Sequence[ExperienceTemplate], threshold: float
+) -> BelowThreshold | None:
+    """The templates below ``threshold`` a lower threshold would have served first, most confident first."""
+    if not below:
+        return None
+    # Ranked with the ones that passed: a rule that holds here can still put one below it in doubt.
+    under = {t.template_id for t in below}
+    nearest = [s.template for s in ranking.rank([*kept, *below]) if s.template.template_id in under]
+    nearest = sorted(nearest[:MAX_CANDIDATES], key=lambda t: (-t.confidence, str(t.template_id)))
+    if not nearest:
+        return None
+    return BelowThreshold(
+        threshold=threshold,
+        candidates=tuple(
+            Candidate(
+                id=t.template_id,
+                recommended=t.recommended.tool,
+                avoid=t.avoid.tool if t.avoid else None,
+                confidence=t.confidence,
+            )
+            for t in nearest
+        ),
+    )
 
 
 def _situation_text(context: str, task_type: str | None, situation: Situation) -> str:

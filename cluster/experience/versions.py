@@ -4,15 +4,28 @@ Everything here is SQL only: a switch is one transaction that updates the owner'
 query (which reads the head once, see ``ExperienceService.query_experience``) is answered wholly
 from the version before or wholly from the version after. Building a version needs the index and
 the embedder, so it lives on the service (``ExperienceService.create_version``).
+
+What a rebuilt version keeps of the one it replaces is decided here too (:func:`counterpart`,
+:func:`with_reported`): the outcomes agents reported about a rule are not evidence a rebuild can
+find again in the stored trajectories, so they go with the rule into the new version.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
+from actors.engine import carry_feedback
 from cluster.core.errors import Conflict, InvalidInput, NotFound
-from cluster.experience.models import DiffEntry, LibraryDiff, LibrarySwitch, LibraryVersion, content_hash
+from cluster.experience.models import (
+    ConfidenceReason,
+    DiffEntry,
+    LibraryDiff,
+    LibrarySwitch,
+    LibraryVersion,
+    content_hash,
+)
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
@@ -62,8 +75,15 @@ class LibraryVersions:
             pending = store.unindexed(owner, version)
             if pending and not force:
                 raise Conflict(f"library version {version} has {pending} templates not yet indexed")
+            carried = take_reported(store, owner, version)
             switch = store.switch(owner, version)
-        logger.info("library of %s: version %d active (previous %s)", owner, switch.active, switch.previous)
+        logger.info(
+            "library of %s: version %d active (previous %s), outcomes taken along by %d templates",
+            owner,
+            switch.active,
+            switch.previous,
+            carried,
+        )
         return switch
 
     def rollback(self, owner: str) -> LibrarySwitch:
@@ -79,6 +99,7 @@ class LibraryVersions:
             previous = store.previous_version(owner)
             if previous is None or not store.has_version(owner, previous):
                 raise NotFound("no previous library version to roll back to")
+            take_reported(store, owner, previous)
             switch = store.switch(owner, previous)
         logger.info("library of %s rolled back: version %d active", owner, switch.active)
         return switch
@@ -114,6 +135,102 @@ class LibraryVersions:
             changed=tuple(sorted(changed, key=_order)),
             unchanged=len(both) - len(changed),
         )
+
+
+def counterpart(template: ExperienceTemplate, others: Sequence[ExperienceTemplate]) -> ExperienceTemplate | None:
+    """The template of ``others`` (another library version) that states the same rule as ``template``.
+
+    Each version names its templates anew, so a rule is recognised by what it advises: the same
+    decision signature, recommended tool and avoided tool. Where several of ``others`` advise that,
+    the closest wins: one in force before a retired one, then the same condition, then a condition
+    on the same features, then the one agents reported most outcomes about (so that feedback is
+    not passed over for a template nobody reported on), then the oldest.
+    """
+    advice = _advice(template)
+    same = [o for o in others if _advice(o) == advice]
+    if not same:
+        return None
+    condition, features = template.condition.render(), _features(template)
+    return min(
+        same,
+        key=lambda o: (
+            o.retired_reason is not None,
+            o.condition.render() != condition,
+            _features(o) != features,
+            -_reported(o),
+            o.created_at,
+            str(o.template_id),
+        ),
+    )
+
+
+def with_reported(template: ExperienceTemplate, replaced: ExperienceTemplate | None) -> ExperienceTemplate:
+    """``template`` knowing at least the served outcomes agents reported about ``replaced``, the
+    template of the version it replaces (:func:`actors.engine.carry_feedback` adds what it lacks).
+
+    At least, not in addition: a rebuilt template knows none yet and takes them all, and taking
+    them again (a switch after the build, a retried build) adds nothing twice. A template whose
+    confidence was set by hand (no belief) has no counted outcomes to give.
+    """
+    if replaced is None or replaced.belief is None:
+        return template
+    have = template.belief
+    ok = replaced.belief.served_ok - (have.served_ok if have else 0)
+    failed = replaced.belief.served_failed - (have.served_failed if have else 0)
+    return carry_feedback(template, max(0, ok), max(0, failed))
+
+
+def keep_reported(
+    rebuilt: Sequence[ExperienceTemplate], previous: Sequence[ExperienceTemplate]
+) -> list[ExperienceTemplate]:
+    """Each of ``rebuilt`` with the outcomes reported about its :func:`counterpart` in ``previous``."""
+    by_signature: dict[str, list[ExperienceTemplate]] = {}
+    for template in previous:
+        by_signature.setdefault(template.signature, []).append(template)
+    return [with_reported(t, counterpart(t, by_signature.get(t.signature, ()))) for t in rebuilt]
+
+
+def take_reported(store: SqlExperienceStore, owner: str, version: int, page: int = 500) -> int:
+    """Before ``version`` replaces the active version: give its templates the outcomes reported
+    about their counterparts there since it was built. Call under :meth:`SqlExperienceStore.lock_owner`.
+
+    Returns how many templates changed; their vectors' confidence is written after the commit
+    (they are marked "to index"). Read a page at a time: a library is not held whole.
+    """
+    active = store.active_version(owner)
+    if active == version:
+        return 0
+    changed: list[ExperienceTemplate] = []
+    batch: list[ExperienceTemplate] = []
+
+    def flush() -> None:
+        previous = store.families(owner, [t.signature for t in batch], active)
+        for template, kept in zip(batch, keep_reported(batch, previous), strict=True):
+            if kept is not template:
+                changed.append(kept.model_copy(update={"updated_at": datetime.now(UTC)}))
+        batch.clear()
+
+    for template, _ in store.iter_owner(owner, version=version):
+        if template.retired_reason is None:  # never served: nothing to report about it
+            batch.append(template)
+        if len(batch) >= page:
+            flush()
+    flush()
+    for template in changed:
+        store.replace(owner, template, ConfidenceReason.CARRIED)
+    return len(changed)
+
+
+def _advice(template: ExperienceTemplate) -> tuple[str, str, str | None]:
+    return (template.signature, template.recommended.tool, template.avoid.tool if template.avoid else None)
+
+
+def _features(template: ExperienceTemplate) -> frozenset[str]:
+    return frozenset(p.feature for p in template.condition.predicates)
+
+
+def _reported(template: ExperienceTemplate) -> int:
+    return 0 if template.belief is None else template.belief.served_ok + template.belief.served_failed
 
 
 def _by_content(templates: Iterable[ExperienceTemplate]) -> dict[str, ExperienceTemplate]:

@@ -9,11 +9,18 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue
 
-from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
+from cluster.experience.models import MAX_CANDIDATES, MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.experience.templates import render_prompt_block
 from cluster.tools.common import Toolbox, answer, tool_errors
 
 NOTHING_SERVED = "No experience matches this situation yet."
+
+
+def nothing_served(result: ExperienceQueryResult) -> str:
+    """The one line answering a query that served nothing, naming the templates just below the threshold."""
+    if result.below_threshold is None:
+        return NOTHING_SERVED
+    return f"{NOTHING_SERVED} {result.below_threshold.line()}."
 
 
 def register_experience_tools(box: Toolbox) -> None:
@@ -29,7 +36,8 @@ def register_experience_tools(box: Toolbox) -> None:
         "avoid_reason: fails, or costlier = your fallback if the recommended call fails), retry (true: retry "
         "the recommended call once if it fails) and confidence. "
         f"Defaults: top_k {settings.experience_top_k} (at most {MAX_TOP_K}), min_confidence "
-        f"{settings.confidence_threshold}. Pass the ids you used to finalize_trajectory."
+        f"{settings.confidence_threshold}; when none passes it, the answer names up to {MAX_CANDIDATES} "
+        "nearest below it (below_threshold). Pass the ids you used to finalize_trajectory."
     )
     async def query_experience(
         ctx: Context,
@@ -81,8 +89,8 @@ def register_experience_tools(box: Toolbox) -> None:
         metrics.experience_queries.labels("hit" if result.experiences else "miss").inc()
         if detail:
             block = render_prompt_block([s.template for s in result.templates], full=True)
-            return answer(result, block or NOTHING_SERVED)
-        return answer(result.lean(), result.prompt_block or NOTHING_SERVED)
+            return answer(result, block or nothing_served(result))
+        return answer(result.lean(), result.prompt_block or nothing_served(result))
 
     @box.tool()
     async def report_experience_outcome(
