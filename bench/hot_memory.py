@@ -89,14 +89,14 @@ def main() -> None:
         index.reset()
         # Nothing is written while a row runs: every access stays waiting.
         service = MemoryService(database, model, index, cache_bytes=0, access_flush_entries=10**9)
-        service.accesses.max_age = timedelta(days=1)
+        service.derived.accesses.max_age = timedelta(days=1)
         # Written two hours ago, so the earlier answers below can be spread over the last hour.
         service.apply_writes(OWNER, writes, now=utcnow() - timedelta(hours=2))
         service.query(OWNER, QUERY, top_k=5)  # warm-up: the collection loaded, the model run once
         for waiting in (0, 100, 300, 1000):
             row = []
             for log in (AccessLog, OneByOne):
-                service.accesses = log(10**9, timedelta(days=1))
+                service.derived.accesses = log(10**9, timedelta(days=1))
                 # ``waiting`` earlier answers of this query, spread over the last hour.
                 now = utcnow()
                 for k in range(waiting):

@@ -39,7 +39,7 @@ from cluster.embedding import OnnxMiniLMEmbedder, embedder_identity
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.policy import RankingPolicy
-from cluster.memory.repository import Visibility
+from cluster.memory.repository.search import Search, Visibility
 from cluster.memory.service import MemoryService
 from cluster.settings import EmbeddingSettings
 from cluster.storage.db import Database
@@ -177,7 +177,7 @@ def main() -> None:
         def lexical_stage(q: str) -> object:
             vis = Visibility(valid_at=utcnow())
             with database.read() as session:
-                return service.store.lexical(session, OWNER, q, vis, service.ranking.candidates)
+                return Search(session, OWNER, database.dialect).lexical(q, vis, service.ranking.candidates)
 
         arithmetic = "fp32" if args.fp32 else "int8"
         rows = {

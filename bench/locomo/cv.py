@@ -33,6 +33,7 @@ from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.ranking import Candidates, rank
+from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
@@ -70,7 +71,8 @@ def gather(service: MemoryService, conversations: list[Conversation]) -> list[Ga
     out = []
     for conv in conversations:
         with service.db.read() as session:
-            keys = {m.seq: m.record.key for m in service.store.all_rows(session, conv.sample_id, -1, 1_000_000)}
+            rows = Versions(session, conv.sample_id, service.db.dialect).all_rows(-1, 1_000_000)
+            keys = {m.seq: m.record.key for m in rows}
         for question in conv.questions:
             if question.category not in HEADLINE:
                 continue

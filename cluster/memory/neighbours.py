@@ -21,9 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy.orm import Session
-
-from cluster.memory.repository import Neighbour, SqlMemoryStore
+from cluster.memory.repository.versions import Neighbour, Versions
 
 #: Each neighbour's text is cut here: enough for a turn, and a long neighbour must not swamp the memory.
 NEIGHBOUR_CHARS = 1_000
@@ -57,18 +55,8 @@ class ThreadWrites:
     such last memory whose context is derived.
     """
 
-    def __init__(
-        self,
-        session: Session,
-        store: SqlMemoryStore,
-        owner: str,
-        now: datetime,
-        threads: Sequence[str | None],
-        texts: Sequence[str],
-    ) -> None:
-        self.session = session
-        self.store = store
-        self.owner = owner
+    def __init__(self, versions: Versions, now: datetime, threads: Sequence[str | None], texts: Sequence[str]) -> None:
+        self.versions = versions
         self.now = now
         self.threads = threads
         self.texts = texts
@@ -83,7 +71,7 @@ class ThreadWrites:
         if thread is None:
             return None
         if thread not in self._before:
-            self._before[thread] = self.store.neighbour(self.session, self.owner, thread, None, self.now, after=False)
+            self._before[thread] = self.versions.neighbour(thread, None, self.now, after=False)
         before = self._last.get(thread)
         if before is None and (previous := self._before[thread]) is not None:
             before = previous.text
@@ -94,20 +82,20 @@ class ThreadWrites:
         """Give each conversation's memory before the batch its new next neighbour (the batch's first)."""
         for thread, previous in self._before.items():
             if previous is not None and previous.context_derived:
-                rederive(self.session, self.store, self.owner, thread, previous.seq, self.now)
+                rederive(self.versions, thread, previous.seq, self.now)
 
 
-def rederive(session: Session, store: SqlMemoryStore, owner: str, thread: str, seq: int, now: datetime) -> None:
+def rederive(versions: Versions, thread: str, seq: int, now: datetime) -> None:
     """Set a memory's derived context from the current memories now on each side of it."""
-    before, after = (store.neighbour(session, owner, thread, seq, now, after=side) for side in (False, True))
-    store.set_context(session, owner, seq, joined(before.text if before else None, after.text if after else None))
+    before, after = (versions.neighbour(thread, seq, now, after=side) for side in (False, True))
+    versions.set_context(seq, joined(before.text if before else None, after.text if after else None))
 
 
 #: How far a deletion looks, on each side, for memories that may hold a copy of the deleted one's text.
 _REACH = 64
 
 
-def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: Sequence[int], now: datetime) -> int:
+def delete_versions(versions: Versions, seqs: Sequence[int], now: datetime) -> int:
     """Delete these versions; the memories that were beside them derive their context again, so
     that no copy of a deleted memory's text stays searchable. Returns how many rows went.
 
@@ -116,16 +104,16 @@ def delete_versions(session: Session, store: SqlMemoryStore, owner: str, seqs: S
     beyond a memory that had expired when it was written: each side is read up to and including its
     nearest memory that is a neighbour at ``now``.
     """
-    threads = store.threads_of(session, owner, seqs)
-    removed = store.delete_seqs(session, owner, seqs)
+    threads = versions.threads_of(seqs)
+    removed = versions.delete_seqs(seqs)
     redo: dict[int, str] = {}
     for seq, thread in threads.items():
         for side in (False, True):
-            for near, current, derived in store.thread_rows(session, owner, thread, seq, now, after=side, limit=_REACH):
-                if derived:
-                    redo[near] = thread
-                if current:
+            for near in versions.thread_rows(thread, seq, now, after=side, limit=_REACH):
+                if near.context_derived:
+                    redo[near.seq] = thread
+                if near.neighbour:
                     break
     for seq, thread in redo.items():
-        rederive(session, store, owner, thread, seq, now)
+        rederive(versions, thread, seq, now)
     return removed

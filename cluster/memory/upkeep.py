@@ -1,178 +1,174 @@
-"""Derived memory state brought in step after each commit: vectors in Milvus, activity in SQL.
+"""Memory upkeep off the agents' path: activity decay and archiving (and restoring), the purge of
+expired memories, queued vector work, and the rebuild of Milvus from SQL.
 
-Vectors: the transaction that changes a memory row queues its vector work
-(``memory_index_queue``). After the commit :meth:`Upkeep.settle` applies it to Milvus and clears
-the entries in a short second transaction that also bumps the owner's generation (dense results
-change only now, so results cached in between must go). When Milvus fails, the entries stay and
-:meth:`Upkeep.sync_index` does them later (the owner's next write retries old ones, maintenance
-all of them), embedding again from the SQL text. No Milvus call ever runs inside a write
-transaction, and a committed write never fails because of Milvus.
-
-Activity: queries note accesses in an :class:`~cluster.memory.access.AccessLog`; they are written
-by :meth:`Upkeep.flush_accesses`, and ride along on every settle transaction for free.
+:func:`cluster.memory.maintenance.run_maintenance` runs the periodic steps (with re-evaluation,
+:mod:`cluster.memory.promotion`); ``hindsight reindex`` and the ``reindex`` job run the rebuild.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+import uuid
+from datetime import datetime
 
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
-
-from cluster.core.errors import StoreUnavailable
+from cluster.core.owner import check_owner
 from cluster.core.ports import Embedder
 from cluster.core.types import utcnow
-from cluster.memory.access import AccessLog, Pending, apply_accesses
+from cluster.memory.derived import DerivedState
+from cluster.memory.entities import embedded_text
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
+from cluster.memory.models import MaintenanceReport, MemoryRecord
+from cluster.memory.neighbours import delete_versions
 from cluster.memory.policy.activity import ActivityPolicy
-from cluster.memory.repository import IndexWork, SqlMemoryStore
+from cluster.memory.repository.queue import IndexQueue
+from cluster.memory.repository.versions import Versions, owners
 from cluster.memory.tables import IndexOp
+from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
+from cluster.storage.vector_builds import record_vector_build
 
 logger = logging.getLogger(__name__)
 
-INDEX_BATCH = 256
-
 
 class Upkeep:
-    """Applies queued vector work and recorded accesses for one memory service.
+    """The maintenance part of the memory service (see :class:`~cluster.memory.service.MemoryService`).
 
     Args:
-        retry_after: queued work older than this is retried after the owner's next write; younger
-            work may still be in flight in the process that queued it.
+        embedder_name: the embedder's identity: a rebuild of every owner records it as the builder
+            of the collection's vectors.
+        words: the expansion's stored word vectors: a rebuild of every owner drops other embedders'.
     """
 
     def __init__(
         self,
         database: Database,
-        store: SqlMemoryStore,
-        index: MilvusMemoryIndex,
         embedder: Embedder,
-        activity: ActivityPolicy,
-        accesses: AccessLog,
+        index: MilvusMemoryIndex,
+        derived: DerivedState,
         *,
-        retry_after: timedelta = timedelta(seconds=60),
+        activity: ActivityPolicy,
+        embedder_name: str | None = None,
+        words: SharedWordVectors | None = None,
     ) -> None:
         self.db = database
-        self.store = store
-        self.index = index
         self.embedder = embedder
+        self.index = index
+        self.derived = derived
         self.activity = activity
-        self.accesses = accesses
-        self.retry_after = retry_after
+        self.embedder_name = embedder_name
+        self.words = words
 
-    # -------------------------------------------------------------------------------- vectors
+    def _owners(self, owner: str | None) -> list[str]:
+        if owner is not None:
+            return [check_owner(owner)]
+        with self.db.read() as session:
+            return owners(session)
 
-    def settle(
-        self,
-        owner: str,
-        upserts: Sequence[VectorRow] = (),
-        deletes: Sequence[int] = (),
-        *,
-        vanished: Sequence[int] = (),
-        retry: bool = True,
-        fresh: bool = False,
-    ) -> bool:
-        """Apply committed vector work to Milvus and clear its queue entries; ``False`` if that failed.
-
-        ``vanished`` are queued upserts whose rows are gone meanwhile: their vectors are deleted.
-        ``fresh``: the upserts are new versions settled by the write that made them, so Milvus
-        cannot hold them yet (queued work done later may have been half done: never fresh).
-        A failure is logged, not raised: the write that queued the work has committed, and an error
-        would make its caller retry it (a second version). The queue keeps the work.
-        """
-        if not upserts and not deletes and not vanished:
-            return True
-        try:
-            self.index.upsert(upserts, fresh=fresh)
-            self.index.delete(owner, [*deletes, *vanished])
-        except StoreUnavailable:
-            logger.warning("Milvus unavailable: %s memory vector changes stay queued", len(upserts) + len(deletes))
-            return False
-        done = [IndexWork(seq=r.seq, owner=owner, op=IndexOp.UPSERT) for r in upserts]
-        done += [IndexWork(seq=seq, owner=owner, op=IndexOp.UPSERT) for seq in vanished]
-        done += [IndexWork(seq=seq, owner=owner, op=IndexOp.DELETE) for seq in deletes]
-        accesses = self.accesses.take()
-        try:
+    def decay_and_archive(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
+        """Archive current memories whose decayed activity fell below the threshold."""
+        now = now or utcnow()
+        self.derived.flush_accesses()  # the decision must count the accesses queries recorded
+        cutoff = self.activity.archive_candidates_before(now)
+        scanned = 0
+        archived: list[uuid.UUID] = []
+        for who in self._owners(owner):
             with self.db.transaction() as session:
-                self.store.index_done(session, owner, done)
-                # Dense results change only now: results cached since the commit may lack these vectors.
-                self.store.bump_generation(session, owner)
-                self.write_accesses(session, accesses)
-        except SQLAlchemyError:
-            self.accesses.restore(accesses)
-            logger.warning("could not clear %s finished memory vector changes; they will be redone", len(done))
-            return False
-        if retry:
-            self.sync_index(owner, older_than=self.retry_after, batches=1)
-        return True
+                versions = Versions(session, who, self.db.dialect)
+                stale = versions.stale(cutoff)
+                scanned += len(stale)
+                gone = [m for m in stale if self.activity.should_archive(m.activity, m.activity_at, now)]
+                if gone:
+                    versions.set_archived([m.seq for m in gone], now)
+                    versions.bump_generation()
+            archived.extend(m.record.memory_id for m in gone)
+        return MaintenanceReport(scanned=scanned, changed=len(archived), memory_ids=tuple(archived))
 
-    def sync_index(
-        self,
-        owner: str | None = None,
-        *,
-        older_than: timedelta = timedelta(0),
-        batches: int | None = None,
-    ) -> int:
-        """Do queued vector work of one owner or of all; returns how many items were done.
+    def restore(self, owner: str, memory_id: uuid.UUID, *, now: datetime | None = None) -> MemoryRecord:
+        """Bring an archived memory back, with fresh activity. Raises ``NotFound``."""
+        check_owner(owner)
+        now = now or utcnow()
+        with self.db.transaction() as session:
+            versions = Versions(session, owner, self.db.dialect)
+            found = versions.get(memory_id)
+            versions.restore(found.seq, self.activity.initial, now)
+            versions.bump_generation()
+        return found.record.model_copy(update={"archived": False})
 
-        Takes work queued at least ``older_than`` ago (wall clock), ``INDEX_BATCH`` items at a time, at most
-        ``batches`` times (default: until none is left). Stops at the first failure.
-        """
-        cutoff = utcnow() - older_than
-        done = 0
-        seen: set[int] = set()
-        rounds = 0
-        while batches is None or rounds < batches:
-            rounds += 1
-            with self.db.read() as session:
-                work = [w for w in self.store.queued(session, owner, cutoff, INDEX_BATCH) if w.seq not in seen]
-            if not work:
-                break
-            seen.update(w.seq for w in work)
-            for who in dict.fromkeys(w.owner for w in work):
-                mine = [w for w in work if w.owner == who]
-                wanted = [w.seq for w in mine if w.op is IndexOp.UPSERT]
-                with self.db.read() as session:
-                    sources = self.store.index_sources(session, who, wanted)
-                vectors = self.embedder.embed([src.text for src in sources]) if sources else []
-                rows = [
-                    VectorRow(seq=src.seq, owner=who, scope_key=src.scope_key, entity=src.entity, vector=v)
-                    for src, v in zip(sources, vectors, strict=True)
-                ]
-                deletes = [w.seq for w in mine if w.op is IndexOp.DELETE]
-                vanished = sorted(set(wanted) - {r.seq for r in rows})
-                if not self.settle(who, rows, deletes, vanished=vanished, retry=False):
-                    return done
-                done += len(mine)
-        if done:
-            logger.info("did %s queued memory vector changes", done)
-        return done
+    def purge_expired(self, now: datetime | None = None, *, owner: str | None = None) -> MaintenanceReport:
+        """Delete expired memories (every version) from SQL and Milvus."""
+        now = now or utcnow()
+        removed = 0
+        for who in self._owners(owner):
+            with self.db.transaction() as session:
+                versions = Versions(session, who, self.db.dialect)
+                seqs = versions.expired_seqs(now)
+                if seqs:
+                    removed += delete_versions(versions, seqs, now)
+                    IndexQueue(session, who, self.db.dialect).add(seqs, IndexOp.DELETE)
+                    versions.bump_generation()
+            self.derived.settle(who, (), seqs, fresh=True)
+        return MaintenanceReport(scanned=removed, changed=removed)
 
-    # ------------------------------------------------------------------------------- accesses
+    def sync_index(self, owner: str | None = None) -> int:
+        """Do all queued vector work (left by a Milvus failure, or by migration 0004); returns items done."""
+        return self.derived.sync_index(check_owner(owner) if owner is not None else None)
 
     def flush_accesses(self) -> int:
-        """Write the accesses queries recorded in this process, in one short transaction; returns how many."""
-        taken = self.accesses.take()
-        if not taken:
-            return 0
-        try:
-            with self.db.transaction() as session:
-                self.write_accesses(session, taken)
-        except SQLAlchemyError:
-            self.accesses.restore(taken)
-            logger.warning("could not record memory accesses; they stay queued")
-            return 0
-        return sum(len(times) for seqs in taken.values() for times in seqs.values())
+        """Write the accesses this process's queries recorded; returns how many."""
+        return self.derived.flush_accesses()
 
-    def write_accesses(self, session: Session, taken: Pending) -> None:
-        """Apply recorded accesses to the stored activity, in the caller's unit of work."""
-        for owner, seqs in taken.items():
-            stored = self.store.activity_of(session, owner, sorted(seqs))
-            changes: dict[int, tuple[float, datetime, int]] = {}
-            for seq, (score, since) in stored.items():
-                score, since = apply_accesses(self.activity, score, since, seqs[seq])
-                changes[seq] = (score, since, len(seqs[seq]))
-            self.store.set_activity(session, owner, changes)
+    def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
+        """Rebuild Milvus from SQL (all owners, or one); returns the vectors written.
+
+        Online: each owner's vectors are upserted from SQL, then the ones SQL no longer has are
+        deleted; the collection is never emptied, so queries keep their dense stage (a vector being
+        replaced can be missing for the instant of its upsert; queries check every candidate in SQL).
+        Only a collection made for another vector length is dropped first: it cannot take these.
+        A rebuild of every owner visits the owners Milvus has as well as SQL's, records this embedder
+        as the collection's builder (with ``embedder_name``) and deletes the expansion's word vectors
+        of other embedders.
+        """
+        if owner is not None:
+            check_owner(owner)
+        elif self.index.holds_other_dimension():
+            logger.warning("the memory collection holds vectors of another length: dropped, rebuilt from SQL")
+            self.index.reset()
+        written = 0
+        # Every owner with a vector too: one whose last memory was forgotten may have kept a vector
+        # (a lost delete); it has no rows, so the pass below only deletes what Milvus holds.
+        everyone = [owner] if owner is not None else sorted(self.index.owners() | set(self._owners(None)))
+        for who in everyone:
+            started = utcnow()
+            after = -1
+            while True:
+                with self.db.read() as session:
+                    page = Versions(session, who, self.db.dialect).all_rows(after, batch_size)
+                if not page:
+                    break
+                vectors = self.embedder.embed([embedded_text(m.text, m.record.metadata) for m in page])
+                self.index.upsert(
+                    [
+                        VectorRow(seq=m.seq, owner=who, scope_key=m.record.scope.key, entity=m.record.entity, vector=v)
+                        for m, v in zip(page, vectors, strict=True)
+                    ]
+                )
+                written += len(page)
+                after = page[-1].seq
+            # Milvus first, SQL second: a vector found is then either a row SQL still has (writers
+            # commit before they index) or one forgotten meanwhile, perhaps rewritten by this pass.
+            indexed = self.index.seqs(who)
+            with self.db.read() as session:
+                kept = Versions(session, who, self.db.dialect).seqs()
+            self.index.delete(who, sorted(indexed - kept))
+            with self.db.transaction() as session:
+                # Work queued well before this pass read the rows is done. Younger work may still be
+                # in flight in its writer: it stays queued, retried like any other (idempotent).
+                IndexQueue(session, who, self.db.dialect).clear(before=started - self.derived.retry_after)
+                Versions(session, who, self.db.dialect).bump_generation()
+        if owner is None and self.embedder_name is not None:
+            record_vector_build(self.db, self.index.collection, self.embedder_name)
+        if owner is None and self.words is not None:
+            # Every vector is this embedder's now; words another one embedded are never read again.
+            self.words.drop_others()
+        logger.info("reindexed %s memory vectors", written)
+        return written

@@ -18,6 +18,7 @@ from cluster.core.errors import StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.policy import Ttl
+from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
 from cluster.storage.milvus import MilvusLiteServer, open_milvus
@@ -84,11 +85,11 @@ def test_another_owners_change_leaves_the_entry_cached(memory: MemoryService, ot
 def test_seqs_are_never_handed_out_again(memory: MemoryService) -> None:
     first = memory.write("alice", "a", "first note", now=T0)
     with memory.db.read() as session:
-        seq = memory.store.get(session, "alice", first).seq
+        seq = Versions(session, "alice", memory.db.dialect).get(first).seq
     memory.forget("alice", first)  # the newest row goes: a plain SQLite rowid would be reused
     second = memory.write("alice", "b", "second note", now=T0)
     with memory.db.read() as session:
-        assert memory.store.get(session, "alice", second).seq > seq
+        assert Versions(session, "alice", memory.db.dialect).get(second).seq > seq
 
 
 def test_a_query_does_not_wait_for_a_writer(memory: MemoryService) -> None:

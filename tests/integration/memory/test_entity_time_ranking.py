@@ -11,6 +11,8 @@ from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryHit, MemoryWrite, ServedMemory
 from cluster.memory.policy import RankingPolicy
+from cluster.memory.repository.queue import IndexQueue
+from cluster.memory.repository.search import Search
 from cluster.memory.service import MemoryService
 from cluster.memory.tables import MemoryRow
 from cluster.storage.db import Database
@@ -87,7 +89,7 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
 
     def names(after: int) -> tuple[set[str], int]:
         with database.read() as session:
-            return memory.store.entity_names(session, "alice", after)
+            return Search(session, "alice", database.dialect).entity_names(after)
 
     found, newest = names(-1)
     # Only strings count: not a list, an object or a number under a name key, nor an empty name.
@@ -129,7 +131,7 @@ def test_a_speaker_only_the_metadata_names_is_in_the_memorys_vector_however_it_i
         service.reindex("team")
     # Queued vector work (a write whose Milvus upsert failed) embeds the same text; SQL keeps the value.
     with database.read() as session:
-        assert [s.text for s in service.store.index_sources(session, "team", seqs)] == said
+        assert [s.text for s in IndexQueue(session, "team", database.dialect).sources(seqs)] == said
     assert service.get("team", written[0].memory_id).value == "I went to a support group yesterday"
 
 
@@ -146,7 +148,7 @@ def test_a_json_value_tells_its_conversation_day_and_people_as_metadata_would(
     service.apply_writes("team", [MemoryWrite(key=f"t{i}", value=v) for i, v in enumerate(turns)], now=T0)
     with database.read() as session:
         contexts = dict(session.execute(select(MemoryRow.key, MemoryRow.context)).all())
-        names, _ = service.store.entity_names(session, "team", 0)
+        names, _ = Search(session, "team", database.dialect).entity_names(0)
     # The session field links the first two turns (each is the other's context), not the third.
     assert "What have you been reading lately?" in (contexts["t1"] or "")
     assert contexts["t2"] is None

@@ -10,6 +10,7 @@ from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryWrite
 from cluster.memory.policy import RankingPolicy
+from cluster.memory.repository.search import Search
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
 from tests.integration.memory.conftest import T0
@@ -138,5 +139,5 @@ def test_held_words_are_words_of_a_memorys_text_alone(
     service = MemoryService(database, embedder, index, cache_bytes=0)
     service.write("fleet", "pets/kitten", "We adopted a puppy.", context="The kitten sleeps all day.", now=T0)
     with database.read() as session:
-        held = service.store.held_words(session, "fleet", ["puppy", "kitten", "sleeps", "pets"])
+        held = Search(session, "fleet", database.dialect).held_words(["puppy", "kitten", "sleeps", "pets"])
     assert held == {"puppy"}

@@ -220,7 +220,7 @@ def test_the_start_of_an_id_names_the_one_memory_of_its_owner_that_has_it(
 ) -> None:
     # Ids drawn to share their first 8 hex digits in pairs: what a short id must never guess between.
     drawn = iter(uuid.UUID(f"abcd1234{n:023x}0") for n in range(1, 1000))
-    monkeypatch.setattr("cluster.memory.service.uuid.uuid4", lambda: next(drawn))
+    monkeypatch.setattr("cluster.memory.writes.uuid.uuid4", lambda: next(drawn))
     cat = memory.write("alice", "pet", "Alice has a cat", now=T0)  # memory ...010, lineage ...020
     car = memory.write("alice", "car", "Alice drives a blue car", now=T0)  # ...030, ...040
     monkeypatch.undo()
@@ -348,7 +348,7 @@ def test_a_candidates_cached_facts_never_make_a_forgotten_memory_visible(memory:
     dog = memory.write("alice", "dog", "Alice's dog is called Rex", entity="Alice", now=T0)
     first = memory.query("alice", "what is Alice's pet called", now=T0 + timedelta(seconds=1))
     assert set(ids(first)) == {cat, dog}
-    assert len(memory.facts) >= 2  # both candidates' facts are now known to this process
+    assert len(memory.queries.facts) >= 2  # both candidates' facts are now known to this process
     memory.forget("alice", cat)
     later = memory.query("alice", "what is Alice's pet called", now=T0 + timedelta(seconds=2))
     assert ids(later) == [dog]

@@ -10,6 +10,7 @@ import pytest
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
 from cluster.memory.models import MemoryWrite
+from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
 from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
@@ -22,7 +23,7 @@ FACTS = [f"Project {i} ships from warehouse {i % 7} on weekday {i % 5}" for i in
 
 def sql_seqs(service: MemoryService, owner: str) -> set[int]:
     with service.db.read() as session:
-        return service.store.seqs(session, owner)
+        return Versions(session, owner, service.db.dialect).seqs()
 
 
 def test_a_rebuild_keeps_queries_answering_and_repairs_lost_and_left_over_vectors(
