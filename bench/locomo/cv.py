@@ -82,8 +82,7 @@ def gather(service: MemoryService, conversations: list[Conversation]) -> list[Ga
 
 
 def recall_at_10(item: Gathered, policy: RankingPolicy) -> float:
-    found = item.candidates
-    ranked = rank(list(found.dense), list(found.lexical), found.facts, found.plan, policy, 10)
+    ranked = rank(item.candidates, policy, 10).top
     return score([item.keys[r.seq] for r in ranked], item.gold)[1]
 
 

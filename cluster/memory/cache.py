@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from cluster.memory.models import MemoryQueryResult
-from cluster.memory.ranking import CandidateFacts
+from cluster.memory.ranking.facts import CandidateFacts
 
 
 class QueryCache:

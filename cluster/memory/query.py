@@ -9,8 +9,9 @@ serves an answer staler than its tag. Then:
 2. gather: the dense candidates (embedding and Milvus, on another thread) beside the lexical ones
    (SQL full-text), both filtered by owner, entity, scope, validity and version; and, when a
    ranking stage will read them, the candidates' facts (:class:`~cluster.memory.ranking.CandidateFacts`);
-3. rank (:func:`~cluster.memory.ranking.rank`, pure) and read the best few whole;
-4. explain each, and note the accesses (written later, in batches: :mod:`cluster.memory.access`).
+3. rank: the registered stages in order (:mod:`cluster.memory.ranking`, pure), and read the best few whole;
+4. explain each from what every stage says of it, and note the accesses (written later, in
+   batches: :mod:`cluster.memory.access`).
 """
 
 from __future__ import annotations
@@ -33,17 +34,9 @@ from cluster.memory.models import MatchExplanation, MemoryHit, MemoryQuery, Memo
 from cluster.memory.policy.activity import ActivityPolicy
 from cluster.memory.policy.ranking import RankingPolicy
 from cluster.memory.policy.words import described
-from cluster.memory.ranking import (
-    CandidateFacts,
-    Candidates,
-    Ranked,
-    facts_of,
-    needs_facts,
-    plan_query,
-    rank,
-    read_ahead,
-    stages_of,
-)
+from cluster.memory.ranking.facts import CandidateFacts, facts_of
+from cluster.memory.ranking.pipeline import Candidates, Ranked, Ranking, needs_facts, rank, read_ahead
+from cluster.memory.ranking.plan import plan_query
 from cluster.memory.repository.rows import StoredMemory
 from cluster.memory.repository.search import Search, Visibility
 from cluster.memory.word_store import SharedWordVectors
@@ -105,15 +98,15 @@ class Queries:
             if cached is not None:
                 return cached.model_copy(update={"cached": True})
             found = self._gather(search, request, vis, now, generation=generation, all_facts=False)
-            top = rank(list(found.dense), list(found.lexical), found.facts, found.plan, self.ranking, request.top_k)
+            ranking = rank(found, self.ranking, request.top_k)
             # Full records only for what is returned: building them is the costly part.
-            rows = search.visible([r.seq for r in top], vis)
-        top = [r for r in top if r.seq in rows]
-        hits = self._explain(owner, top, rows, found, vis, now)
+            rows = search.visible([r.seq for r in ranking.top], vis)
+        top = [r for r in ranking.top if r.seq in rows]
+        hits = self._explain(owner, ranking, top, rows, vis, now)
         result = MemoryQueryResult(
             memories=tuple(ServedMemory.of(h) for h in hits),
             hits=tuple(hits),
-            candidates=len(found.dense.keys() | found.lexical.keys()),
+            candidates=found.count(),
             expansions=tuple(w for w, _ in found.plan.expansions),
         )
         self.cache.put(owner, cache_key, generation, result, now)
@@ -127,7 +120,7 @@ class Queries:
     def candidates(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> Candidates:
         """What the ranking stages of :meth:`run` start from, every candidate's facts included.
 
-        For tuning a ``RankingPolicy`` offline: ``ranking.rank(...)`` over these gives the order
+        For tuning a ``RankingPolicy`` offline: :func:`~cluster.memory.ranking.rank` over these gives the order
         :meth:`run` would return under that policy (the lexical query depends on
         ``entity_terms_lexical`` and the lists on ``candidates``: those two are this service's).
         """
@@ -184,7 +177,7 @@ class Queries:
         dense = self._dense(search, *searching.result(), vis)
         if wanted:
             facts.update(self._facts(search, [s for s in dense if s not in facts]))
-        return Candidates(dense=dense, lexical=lexical, facts=facts, plan=plan)
+        return Candidates(found={"dense": dense, "lexical": lexical}, facts=facts, plan=plan)
 
     def _search(self, owner: str, query: str, vis: Visibility) -> tuple[Sequence[float], list[VectorHit]]:
         """The query's vector and its first ``candidates`` neighbours."""
@@ -247,34 +240,21 @@ class Queries:
     def _explain(
         self,
         owner: str,
+        ranking: Ranking,
         top: list[Ranked],
         rows: dict[int, StoredMemory],
-        found: Candidates,
         vis: Visibility,
         now: datetime,
     ) -> list[MemoryHit]:
-        dense, lexical = found.dense, found.lexical
-        dense_rank = {seq: i for i, seq in enumerate(dense, start=1)}
-        lexical_rank = {seq: i for i, seq in enumerate(lexical, start=1)}
+        """Each returned memory with why it matched: the filters it passed, what every ranking stage
+        said of it, and its activity now."""
         accesses = self.derived.accesses
         hits = []
         for ranked in top:
-            seq = ranked.seq
-            stored = rows[seq]
-            why = MatchExplanation(
-                entity=vis.entity,
-                valid_at=vis.valid_at,
-                dense_similarity=dense.get(seq),
-                dense_rank=dense_rank.get(seq),
-                lexical_score=lexical.get(seq),
-                lexical_rank=lexical_rank.get(seq),
-                expanded=ranked.expanded,
-                fused=ranked.fused,
-                entities=ranked.entities,
-                time=ranked.time,
-                session_bonus=ranked.session_bonus,
-                stages=stages_of(ranked, seq in dense, seq in lexical),
-                activity=accesses.activity(self.activity, owner, seq, stored.activity, stored.activity_at, now),
+            stored = rows[ranked.seq]
+            activity = accesses.activity(self.activity, owner, ranked.seq, stored.activity, stored.activity_at, now)
+            why = MatchExplanation.model_validate(
+                {"entity": vis.entity, "valid_at": vis.valid_at, "activity": activity, **ranking.explain(ranked.seq)}
             )
             hits.append(MemoryHit(memory=stored.record, score=ranked.score, why=why))
         return hits

@@ -61,7 +61,7 @@ from cluster.memory.policy.scope import MemoryScope
 from cluster.memory.policy.versions import MemoryValue
 from cluster.memory.promotion import Promotions
 from cluster.memory.query import Queries
-from cluster.memory.ranking import Candidates
+from cluster.memory.ranking.pipeline import Candidates
 from cluster.memory.upkeep import Upkeep
 from cluster.memory.word_store import SharedWordVectors
 from cluster.memory.writes import Writes

@@ -44,7 +44,7 @@ from cluster.memory.policy.lifetime import Validity, validity_for
 from cluster.memory.policy.limits import MemoryLimits
 from cluster.memory.policy.versions import MemoryState, next_version
 from cluster.memory.policy.words import described
-from cluster.memory.ranking import conversation_of
+from cluster.memory.ranking.facts import conversation_of
 from cluster.memory.repository.queue import IndexQueue
 from cluster.memory.repository.rows import NewMemory, StoredMemory
 from cluster.memory.repository.versions import Versions

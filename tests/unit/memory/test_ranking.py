@@ -1,5 +1,7 @@
-"""The ranking stages after fusion: entity, temporal and session evidence, and what they report."""
+"""The ranking stages: fusion of the searches' rankings, then entity, temporal and session evidence, and
+what each reports of a memory."""
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 
 from hypothesis import given, settings
@@ -8,7 +10,19 @@ from hypothesis import strategies as st
 from cluster.memory.entities import Vocabulary
 from cluster.memory.expansion import content_words
 from cluster.memory.policy import RankingPolicy
-from cluster.memory.ranking import CandidateFacts, QueryPlan, facts_of, plan_query, rank, stages_of
+from cluster.memory.ranking import (
+    CandidateFacts,
+    Candidates,
+    QueryPlan,
+    Ranking,
+    facts_of,
+    needs_facts,
+    plan_query,
+    rank,
+)
+from cluster.memory.ranking.fusion import fuse
+from cluster.memory.ranking.registry import STAGES
+from cluster.memory.ranking.stage import Board, Note, Source, Stage
 from cluster.memory.timeparse import Interval
 
 DAY = date(2023, 5, 9)
@@ -21,6 +35,29 @@ def only(**stage: float) -> RankingPolicy:
 
 def fact(seq: int, *, speaker: str = "Gina", text: str = "", day: date = DAY, session: str = "1") -> CandidateFacts:
     return CandidateFacts(seq=seq, entities=frozenset({speaker}), text=text, day=day, session=session)
+
+
+def ranking(
+    dense: Sequence[int],
+    lexical: Sequence[int],
+    facts: Mapping[int, CandidateFacts],
+    plan: QueryPlan,
+    policy: RankingPolicy,
+    limit: int | None = None,
+) -> Ranking:
+    """The ranking of candidates the dense and lexical searches found in this order."""
+    found = {"dense": dict.fromkeys(dense, 0.5), "lexical": dict.fromkeys(lexical, 2.0)}
+    return rank(Candidates(found=found, facts=facts, plan=plan), policy, limit)
+
+
+def order(
+    dense: Sequence[int],
+    lexical: Sequence[int],
+    facts: Mapping[int, CandidateFacts],
+    plan: QueryPlan,
+    policy: RankingPolicy,
+) -> list[int]:
+    return [r.seq for r in ranking(dense, lexical, facts, plan, policy).top]
 
 
 def test_plan_query_recognises_entities_times_and_when() -> None:
@@ -44,20 +81,28 @@ def test_a_query_reads_its_relative_times_against_the_one_day_it_names() -> None
 
 
 def test_fusion_alone_orders_by_reciprocal_rank() -> None:
-    ranked = rank([1, 2], [2, 3], {}, QueryPlan(), FUSION_ONLY)
-    assert [r.seq for r in ranked] == [2, 3, 1]
-    assert all(stages_of(r, r.seq in (1, 2), r.seq in (2, 3)) for r in ranked)
+    fused = ranking([1, 2], [2, 3], {}, QueryPlan(), FUSION_ONLY)
+    assert [r.seq for r in fused.top] == [2, 3, 1]
+    assert [fused.explain(seq)["stages"] for seq in (2, 3, 1)] == [("dense", "lexical"), ("lexical",), ("dense",)]
+    why = fused.explain(3)
+    assert (why["dense_similarity"], why["dense_rank"], why["lexical_score"], why["lexical_rank"]) == (
+        None,
+        None,
+        2.0,
+        2,
+    )
+    assert why["fused"] == fused.top[1].score
 
 
 def test_the_entity_stage_lifts_the_named_persons_memories() -> None:
     facts = {1: fact(1, speaker="Jon"), 2: fact(2, speaker="Gina")}
     plan = QueryPlan(entities=("Gina",))
-    assert [r.seq for r in rank([1, 2], [1, 2], facts, plan, FUSION_ONLY)] == [1, 2]
-    ranked = rank([1, 2], [1, 2], facts, plan, only(entity_boost=1.0))
-    assert [r.seq for r in ranked] == [2, 1]
-    assert ranked[0].entities == ("Gina",)
-    assert stages_of(ranked[0], True, True) == ("dense", "lexical", "entity")
-    assert stages_of(ranked[1], True, True) == ("dense", "lexical")
+    assert order([1, 2], [1, 2], facts, plan, FUSION_ONLY) == [1, 2]
+    ranked = ranking([1, 2], [1, 2], facts, plan, only(entity_boost=1.0))
+    assert [r.seq for r in ranked.top] == [2, 1]
+    assert ranked.explain(2)["entities"] == ("Gina",)
+    assert ranked.explain(2)["stages"] == ("dense", "lexical", "entity")
+    assert ranked.explain(1)["stages"] == ("dense", "lexical")
 
 
 def test_the_temporal_stage_reads_a_memorys_relative_time_against_its_own_day() -> None:
@@ -67,17 +112,17 @@ def test_the_temporal_stage_reads_a_memorys_relative_time_against_its_own_day() 
         2: fact(2, text="I painted a sunset last week", day=date(2023, 6, 2)),
     }
     plan = QueryPlan(intervals=(Interval(start=date(2023, 5, 1), end=date(2023, 5, 31)),))
-    ranked = rank([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
-    assert [r.seq for r in ranked] == [2, 1]
-    assert ranked[0].time == "last week"
-    assert "time" in stages_of(ranked[0], True, True)
+    ranked = ranking([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
+    assert [r.seq for r in ranked.top] == [2, 1]
+    assert ranked.explain(2)["time"] == "last week"
+    assert "time" in ranked.explain(2)["stages"]
 
 
 def test_a_when_question_prefers_memories_that_state_a_time() -> None:
     facts = {1: fact(1, text="The support group was powerful"), 2: fact(2, text="I went to a support group yesterday")}
-    ranked = rank([1, 2], [1, 2], facts, QueryPlan(asks_when=True), only(when_boost=1.0))
-    assert [r.seq for r in ranked] == [2, 1]
-    assert ranked[0].time == "yesterday"
+    ranked = ranking([1, 2], [1, 2], facts, QueryPlan(asks_when=True), only(when_boost=1.0))
+    assert [r.seq for r in ranked.top] == [2, 1]
+    assert ranked.explain(2)["time"] == "yesterday"
 
 
 def test_a_when_question_whose_time_no_candidate_falls_in_still_prefers_memories_that_state_a_time() -> None:
@@ -86,15 +131,15 @@ def test_a_when_question_whose_time_no_candidate_falls_in_still_prefers_memories
         2: fact(2, text="We went camping two weekends ago", day=date(2023, 7, 1)),
     }
     june = Interval(start=date(2026, 6, 1), end=date(2026, 6, 30))  # "in June", asked in 2026
-    ranked = rank([1, 2], [1, 2], facts, QueryPlan(intervals=(june,), asks_when=True), only(when_boost=1.0))
-    assert [r.seq for r in ranked] == [2, 1]
-    assert ranked[0].time == "two weekends ago"
+    ranked = ranking([1, 2], [1, 2], facts, QueryPlan(intervals=(june,), asks_when=True), only(when_boost=1.0))
+    assert [r.seq for r in ranked.top] == [2, 1]
+    assert ranked.explain(2)["time"] == "two weekends ago"
     # When a candidate does fall in the asked time, that is what counts.
     in_june = {**facts, 3: fact(3, text="Camping!", day=date(2026, 6, 5))}
     plan = QueryPlan(intervals=(june,), asks_when=True)
-    ranked = rank([1, 2, 3], [1, 2, 3], in_june, plan, only(time_boost=1.0, when_boost=1.0))
-    assert (ranked[0].seq, ranked[0].time) == (3, "memory date")
-    assert ranked[1].time is None
+    ranked = ranking([1, 2, 3], [1, 2, 3], in_june, plan, only(time_boost=1.0, when_boost=1.0))
+    assert (ranked.top[0].seq, ranked.explain(3)["time"]) == (3, "memory date")
+    assert ranked.explain(ranked.top[1].seq)["time"] is None
 
 
 def test_a_time_named_without_its_year_is_read_in_the_candidates_years() -> None:
@@ -106,8 +151,8 @@ def test_a_time_named_without_its_year_is_read_in_the_candidates_years() -> None
         1: fact(1, text="We hiked to a lake", day=date(2021, 8, 2)),
         2: fact(2, text="I took this photo at Whispering Falls", day=date(2021, 5, 20)),
     }
-    ranked = rank([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
-    assert [(r.seq, r.time) for r in ranked] == [(2, "memory date"), (1, None)]
+    ranked = ranking([1, 2], [1, 2], facts, plan, only(time_boost=1.0))
+    assert [(r.seq, ranked.explain(r.seq)["time"]) for r in ranked.top] == [(2, "memory date"), (1, None)]
 
 
 def test_a_how_long_question_prefers_memories_that_state_a_length_of_time() -> None:
@@ -120,33 +165,36 @@ def test_a_how_long_question_prefers_memories_that_state_a_length_of_time() -> N
         2: fact(2, text="I've had them for 3 years now!", speaker="Nate"),
         3: fact(3, text="Since I was 17 or so I have painted", speaker="Nate"),
     }
-    ranked = rank([1, 2, 3], [1, 2, 3], facts, plan, only(when_boost=1.0))
-    assert [r.seq for r in ranked] == [2, 3, 1]
-    assert [r.time for r in ranked] == ["3 years", "Since I was", None]
-    assert "time" in stages_of(ranked[0], True, True)
+    ranked = ranking([1, 2, 3], [1, 2, 3], facts, plan, only(when_boost=1.0))
+    assert [r.seq for r in ranked.top] == [2, 3, 1]
+    assert [ranked.explain(r.seq)["time"] for r in ranked.top] == ["3 years", "Since I was", None]
+    assert "time" in ranked.explain(2)["stages"]
 
 
 def test_session_evidence_lifts_a_memory_whose_session_holds_other_good_candidates() -> None:
     facts = {1: fact(1, session="a"), 2: fact(2, session="b"), 3: fact(3, session="b"), 4: fact(4, session="b")}
     plan = QueryPlan()
     # Without session evidence 1 ranks first on both lists.
-    assert rank([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, FUSION_ONLY)[0].seq == 1
-    ranked = rank([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, only(session_weight=2.0))
-    assert ranked[0].seq != 1
-    assert ranked[0].session_bonus > 0
-    assert "session" in stages_of(ranked[0], True, True)
+    assert order([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, FUSION_ONLY)[0] == 1
+    ranked = ranking([1, 2, 3, 4], [1, 3, 2, 4], facts, plan, only(session_weight=2.0))
+    best = ranked.top[0].seq
+    assert best != 1
+    assert ranked.explain(best)["session_bonus"] > 0
+    assert "session" in ranked.explain(best)["stages"]
 
 
 def test_memories_without_a_session_support_each_other_by_their_day() -> None:
     may_9 = CandidateFacts(seq=1, day=DAY)
     facts = {1: may_9, 2: CandidateFacts(seq=2, day=DAY), 3: CandidateFacts(seq=3, day=date(2023, 5, 10))}
     assert may_9.group == "2023-05-09"
-    ranked = {r.seq: r for r in rank([1, 2, 3], [], facts, QueryPlan(), only(session_weight=1.0, session_top=2))}
+    ranked = ranking([1, 2, 3], [], facts, QueryPlan(), only(session_weight=1.0, session_top=2))
+    why = {seq: ranked.explain(seq) for seq in (1, 2, 3)}
+    fused = {seq: why[seq]["fused"] for seq in why}
     # 1 and 2 share their day: each gains the mean of the day's two fused scores; 3 its own score.
-    day_support = (ranked[1].fused + ranked[2].fused) / 2
-    assert ranked[1].session_bonus == ranked[2].session_bonus == day_support
-    assert ranked[3].session_bonus == ranked[3].fused / 2
-    assert ranked[1].score == ranked[1].fused + day_support
+    day_support = (fused[1] + fused[2]) / 2
+    assert why[1]["session_bonus"] == why[2]["session_bonus"] == day_support
+    assert why[3]["session_bonus"] == fused[3] / 2
+    assert next(r.score for r in ranked.top if r.seq == 1) == fused[1] + day_support
 
 
 def test_facts_come_from_metadata_before_the_stored_fields() -> None:
@@ -166,10 +214,10 @@ def test_the_best_few_are_the_head_of_the_full_ranking() -> None:
     lexical = [(11 * i + 3) % 97 for i in range(60)]
     facts = {s: fact(s, session=str(s % 5), speaker="Gina" if s % 3 else "Jon") for s in set(dense) | set(lexical)}
     plan = QueryPlan(entities=("Jon",))
-    full = rank(dense, lexical, facts, plan, RankingPolicy())
+    full = ranking(dense, lexical, facts, plan, RankingPolicy()).top
     assert len(full) == len(set(dense) | set(lexical))
     for limit in (1, 5, 10, 200):
-        assert rank(dense, lexical, facts, plan, RankingPolicy(), limit) == full[:limit]
+        assert ranking(dense, lexical, facts, plan, RankingPolicy(), limit).top == full[:limit]
 
 
 WORDISH = st.text(alphabet=st.sampled_from(list("abcdoGS's’ -,.é1")), max_size=40)
@@ -191,3 +239,52 @@ def test_a_fact_holds_exactly_the_words_of_its_text(text: str, first: list[str],
 def test_holds_reads_possessives_and_case_as_words() -> None:
     fact = CandidateFacts(seq=1, day=date(2024, 1, 1), text="My Dog's bowl, and the puppies")
     assert fact.holds(["dog", "bowl", "puppy", "puppies", "owl"]) == ("dog", "bowl", "puppies")
+
+
+def test_the_registry_runs_the_searches_then_fusion_then_the_stages_after_it() -> None:
+    assert [stage.name for stage in STAGES] == ["dense", "lexical", "expansion", "fusion", "entity", "time", "session"]
+
+
+def test_fusion_sums_the_rankings_it_is_given_and_skips_those_without_weight() -> None:
+    sources = {"first": Source([1, 2], 1.0), "second": Source([2, 3], 0.5), "off": Source([4], 0.0)}
+    assert fuse(sources, 20.0) == {1: 1 / 21, 2: 1 / 22 + 0.5 / 21, 3: 0.5 / 22}
+
+
+def test_the_facts_are_read_when_one_stage_needs_them() -> None:
+    assert not needs_facts(QueryPlan(entities=("Gina",)), FUSION_ONLY)
+    assert needs_facts(QueryPlan(entities=("Gina",)), only(entity_boost=0.5))
+    assert not needs_facts(QueryPlan(), only(entity_boost=0.5))
+    assert needs_facts(QueryPlan(), only(session_weight=0.5))
+
+
+class Latest(Stage):
+    """A stage as a new one is written: the candidates told on the latest day among them gain a fifth."""
+
+    name = "latest"
+
+    @classmethod
+    def needs_facts(cls, plan: QueryPlan, policy: RankingPolicy) -> bool:
+        return True
+
+    def score(self, board: Board) -> None:
+        days = {seq: fact.day for seq in board.scores if (fact := board.facts.get(seq)) is not None}
+        latest = max(days.values(), default=None)
+        self.raised = {seq for seq, day in days.items() if day == latest}
+        for seq in self.raised:
+            board.scores[seq] *= 1.2
+
+    def explain(self, seq: int) -> Note:
+        return Note({}, seq in self.raised)
+
+
+def test_a_stage_added_to_the_list_scores_and_explains_itself() -> None:
+    facts = {1: fact(1, day=date(2023, 5, 1)), 2: fact(2, day=date(2023, 5, 2))}
+    found = {"dense": {1: 0.9, 2: 0.8}, "lexical": {1: 3.0, 2: 2.0}}
+    candidates = Candidates(found=found, facts=facts, plan=QueryPlan())
+    assert [r.seq for r in rank(candidates, FUSION_ONLY).top] == [1, 2]
+    stages = (*STAGES, Latest)
+    assert needs_facts(QueryPlan(), FUSION_ONLY, stages)
+    ranked = rank(candidates, FUSION_ONLY, stages=stages)
+    assert [r.seq for r in ranked.top] == [2, 1]
+    assert ranked.explain(2)["stages"] == ("dense", "lexical", "latest")
+    assert ranked.explain(1)["stages"] == ("dense", "lexical")

@@ -1,0 +1,18 @@
+"""The ranking stages of every memory query, in the order they run: the one place a stage is registered.
+
+The searches' rankings and the expansion's come first, fusion sums them, and the stages after it
+change the fused scores. Every runtime ranks through this list: the service's queries, the offline
+tuning in ``bench/locomo/cv.py`` and the tests.
+"""
+
+from __future__ import annotations
+
+from cluster.memory.ranking.entity import Entity
+from cluster.memory.ranking.expansion import Expansion
+from cluster.memory.ranking.fusion import Fusion
+from cluster.memory.ranking.session import Session
+from cluster.memory.ranking.sources import Dense, Lexical
+from cluster.memory.ranking.stage import Stage
+from cluster.memory.ranking.temporal import Temporal
+
+STAGES: tuple[type[Stage], ...] = (Dense, Lexical, Expansion, Fusion, Entity, Temporal, Session)
