@@ -120,9 +120,11 @@ class MilvusExperienceIndex:
     def set_confidence(self, owner: str, changes: dict[uuid.UUID, tuple[float, datetime]]) -> set[uuid.UUID]:
         """Update confidence and ``updated_at`` of indexed templates; returns the ids found and updated.
 
-        Milvus Lite has no partial update, so the stored vectors are read back and re-upserted. A
-        read by key can miss a row that is there (Milvus Lite 2.5.1, right after heavy writes; see
-        docs/milvus-lite.md), so the caller must treat an id not returned as not updated.
+        Milvus Lite has no partial update, so the stored vectors are read back and re-upserted; a
+        query meanwhile finds each template with its old confidence or its new one, never without
+        it (see ``MilvusCollection.upsert``). A read by key can miss a row that is there (Milvus
+        Lite 2.5.1, right after heavy writes; see docs/milvus-lite.md), so the caller must treat an
+        id not returned as not updated.
         """
         if not changes:
             return set()

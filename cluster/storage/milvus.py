@@ -21,12 +21,23 @@ The engine watches the lock: when the owner releases it (``stop()``) or dies, th
 crashed owner leaves no orphaned engine. Data written before a ``kill -9`` survive.
 
 A Milvus server (standalone or distributed) needs none of this: every process connects to its URI.
+
+Replacing rows on a Lite engine
+-------------------------------
+Milvus Lite 2.5.1 replaces a row in two steps, a delete and then an insert, each under the engine's
+lock on its own, and its ``Upsert`` call is the same two steps: a search served between them does
+not find the row (measured: 106 of 401 searches racing one writer's upserts of 8 rows missed some).
+An insert alone does not replace a key there: the old row stays and searches keep returning it.
+A Milvus server writes both halves of an upsert under one timestamp and serves every read from one
+timestamp, so a reader sees the old row or the new one. :class:`RowLock` gives a Lite engine the same
+guarantee: every process that reads or replaces its rows takes a lock named after the engine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -36,9 +47,13 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from pymilvus import MilvusClient
 
@@ -58,6 +73,18 @@ _OWNED_LOCK = threading.Lock()
 # process's channels, and pymilvus keeps its shared connection to a URI after close(): one left in
 # reconnect backoff by an engine that stopped fails a new engine's first call on the same port at once.
 _SERVED_PORTS: set[int] = set()
+
+
+@dataclass
+class _Engine:
+    """The engine a client of :func:`open_milvus` talks to: its name, and whether it is Lite (once known)."""
+
+    name: str
+    lite: bool | None
+
+
+_ENGINES: weakref.WeakKeyDictionary[Any, _Engine] = weakref.WeakKeyDictionary()
+_ENGINES_LOCK = threading.Lock()
 
 
 def is_lite_target(target: str) -> bool:
@@ -196,10 +223,15 @@ class MilvusLiteServer:
         with _OWNED_LOCK:
             if _OWNED.get(self.path) is self:
                 del _OWNED[self.path]
+        served = self.uri if self._process is not None else ""
         if self._process is not None:
             with contextlib.suppress(OSError):
                 endpoint_file(self.path).unlink()
         self._release()
+        if served:
+            # The engine is gone, and its row lock with it: engines come and go on random ports.
+            with contextlib.suppress(OSError):
+                RowLock(engine_name(served)).discard()
 
     def _take_lock(self) -> None:
         fd = lock_file(self.path).open("a")
@@ -313,5 +345,125 @@ def open_milvus(
             " (is another process holding the Lite file? run a MilvusLiteServer there)" if uri.endswith(".db") else ""
         )
         raise StoreUnavailable(f"cannot open Milvus at {uri}: {exc}{hint}") from exc
+    with _ENGINES_LOCK:
+        # A Lite file's engine is Lite, served or in-process; a URI's is asked when first needed.
+        _ENGINES[client] = _Engine(engine_name(uri), lite=True if is_lite_target(target) else None)
     logger.debug("connected to Milvus at %s", uri)
     return client
+
+
+def engine_name(uri: str) -> str:
+    """One name per engine whichever way a process spells its address: the Lite file, socket or host and port."""
+    if is_lite_target(uri):
+        return str(Path(uri).expanduser().absolute())
+    if uri.startswith("unix:"):
+        return uri
+    parts = urlsplit(uri)
+    host = (parts.hostname or "").lower()
+    if host in ("localhost", "::1"):
+        host = "127.0.0.1"
+    return f"{host}:{parts.port or 19530}"
+
+
+def row_lock(client: Any, timeout: float) -> RowLock | None:
+    """The lock the readers and writers of ``client``'s engine share, or ``None`` for a Milvus server.
+
+    A server reports how it is deployed when a client connects; Milvus Lite 2.5.1 reports nothing,
+    and so does any engine that is not a server: those get the lock.
+
+    Raises:
+        ValueError: the client talks to a Lite engine but was not made by :func:`open_milvus`, so
+            there is no telling which lock the engine's other clients take.
+        Exception: whatever pymilvus raises when the engine cannot be asked.
+    """
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(client)
+    lite = engine.lite if engine is not None else None
+    if lite is None:
+        info = client.get_server_version(detail=True, timeout=timeout)
+        lite = not (isinstance(info, dict) and info.get("deploy_mode"))
+        if engine is not None:
+            engine.lite = lite
+    if not lite:
+        return None
+    if engine is None:
+        raise ValueError("a Milvus Lite client must come from open_milvus: its rows need the engine's RowLock")
+    return RowLock(engine.name)
+
+
+def _lock_dir() -> Path:
+    # One place every process on the host agrees on whatever its TMPDIR: /dev/shm on Linux.
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    directory = base / f"hindsight-milvus-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    return directory
+
+
+class RowLock:
+    """Readers and replacers of one Milvus Lite engine's rows, across the host's processes.
+
+    A replace (delete, then insert) holds it exclusively; a read (search, query, count, one page of
+    a scan) holds it shared. So no read runs between the two halves of a replace, and a row being
+    rewritten is found, old or new. A writer waiting for it closes a gate that new readers pass
+    through one at a time, so a stream of searches cannot keep a writer out. The locks are ``flock``
+    locks on files named after the engine (:func:`engine_name`), in a directory of this user
+    (``/dev/shm`` on Linux): the kernel drops a holder's lock when it exits, however it ends. Each
+    hold opens its own descriptors, so threads of one process exclude each other too.
+
+    Holders keep it for one Milvus call, itself bounded by the call's timeout; waiting has no limit
+    of its own.
+
+    Args:
+        engine: the engine's name, as :func:`engine_name` gives it.
+    """
+
+    def __init__(self, engine: str) -> None:
+        stem = hashlib.sha256(engine.encode()).hexdigest()[:32]
+        directory = _lock_dir()
+        self.rows_path = directory / f"{stem}.rows"
+        self.gate_path = directory / f"{stem}.gate"
+
+    def discard(self) -> None:
+        """Remove the lock's files, once the engine has stopped (nobody can use its rows any more)."""
+        for path in (self.rows_path, self.gate_path):
+            path.unlink(missing_ok=True)
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the lock shared: for one read."""
+        return self._hold(fcntl.LOCK_SH)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the lock exclusively: for one replace."""
+        return self._hold(fcntl.LOCK_EX)
+
+    @contextlib.contextmanager
+    def _hold(self, mode: int) -> Iterator[None]:
+        rows = self._acquire(mode)
+        try:
+            yield
+        finally:
+            os.close(rows)  # releases the lock
+
+    def _acquire(self, mode: int) -> int:
+        """The rows lock's descriptor, locked in ``mode``, taken through the gate.
+
+        Raises:
+            StoreUnavailable: the lock files cannot be opened.
+        """
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+        try:
+            rows = os.open(self.rows_path, flags, 0o600)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot open the Milvus Lite row lock {self.rows_path}: {exc}") from exc
+        try:
+            gate = os.open(self.gate_path, flags, 0o600)
+            try:
+                fcntl.flock(gate, fcntl.LOCK_EX)
+                fcntl.flock(rows, mode)
+            finally:
+                os.close(gate)  # releases the gate
+        except OSError as exc:
+            os.close(rows)
+            raise StoreUnavailable(f"cannot take the Milvus Lite row lock {self.rows_path}: {exc}") from exc
+        return rows

@@ -12,12 +12,15 @@ What it guarantees, whichever index uses it:
   Milvus' expression parser has no escape for them), integers through ``int``. :meth:`upsert`
   applies the same check to every string field, so nothing enters the collection that a filter
   could not name.
-* **Upsert only.** Milvus Lite overwrites a duplicate primary key but a Milvus server keeps both
-  rows, so a retried ``insert`` would duplicate; there is no ``insert`` here. :meth:`upsert` is a
-  delete of the keys followed by an insert, which is what Milvus' own upsert does inside, because
-  Lite 2.5.1's upsert call costs time linear in the collection (measured: 18 ms per one-row
-  upsert at 20k rows, 80 ms at 100k) where delete + insert costs about 2.5 ms at 100k. Should the
-  insert fail after the delete, the caller's retry (the memory index queue) writes the row again.
+* **Upsert only, and a replaced row never missing.** Milvus Lite overwrites nothing on ``insert``
+  (the old row stays, and searches keep returning it) and a Milvus server keeps both rows, so
+  there is no ``insert`` of a known key here. :meth:`upsert` is Milvus' own ``upsert``: a server
+  writes its delete and insert under one timestamp and reads from one timestamp, so every read sees
+  the old row or the new one. Milvus Lite 2.5.1 runs the same call as a delete and then an insert,
+  and a search between them misses the row (a template whose confidence was being updated went
+  missing from an answer), so on a Lite engine a replace holds its engine's
+  :class:`~cluster.storage.milvus.RowLock` exclusively and every read holds it shared. Deleting and
+  then inserting, as this adapter did before, left the row missing in between on both.
 * **Deletes by primary key, never by a filter, and never decided by a read.** On Lite 2.5.1 a
   query that filters on keys (``owner == … and key in […]``) misses most rows right after many were
   replaced, and a delete by filter runs such a query inside, so keys it missed keep their old row
@@ -31,6 +34,7 @@ What it guarantees, whichever index uses it:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +43,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
+from cluster.storage.milvus import RowLock, row_lock
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +144,7 @@ class MilvusCollection:
         self.spec = spec
         self.timeout = timeout
         self._ready = False
+        self._lock: RowLock | None = None
 
     @property
     def name(self) -> str:
@@ -164,6 +170,7 @@ class MilvusCollection:
         if not self._call("has_collection", self.client.has_collection, self.name):
             self._create()
         self._call("load_collection", self.client.load_collection, self.name)
+        self._lock = self._call("connect", row_lock, self.client)
         self._ready = True
 
     def stored_dimension(self) -> int | None:
@@ -212,9 +219,12 @@ class MilvusCollection:
     def upsert(self, rows: Sequence[Mapping[str, Any]], batch_size: int = 2000, *, fresh: bool = False) -> None:
         """Write rows (every field of the spec plus ``vector``); a row with a known key replaces it.
 
+        Each batch is one ``upsert``: a reader finds each of its rows, as it was or as written,
+        never neither (see the module docstring).
+
         ``fresh``: the caller knows no row with these keys was ever written (e.g. keys from a
-        sequence, written right after they were drawn), so the delete that makes a retry harmless
-        is skipped: it costs as much as the insert.
+        sequence, written right after they were drawn), so the rows are inserted: on Lite the
+        delete inside an upsert costs as much as the insert.
 
         Raises:
             InvalidInput: a string field holds a control character, or a field is missing or unknown.
@@ -224,12 +234,13 @@ class MilvusCollection:
             return
         self.ensure()
         data = [self._row(r) for r in rows]
-        primary = self.spec.primary.name
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]
-            if not fresh:
-                self._call("upsert", self.client.delete, self.name, ids=[r[primary] for r in batch])
-            self._call("upsert", self.client.insert, self.name, batch)
+            if fresh:
+                self._call("upsert", self.client.insert, self.name, batch)
+                continue
+            with self._writing():
+                self._call("upsert", self.client.upsert, self.name, batch)
 
     def _row(self, row: Mapping[str, Any]) -> dict[str, Any]:
         spec = self.spec
@@ -286,19 +297,21 @@ class MilvusCollection:
         """
         self.ensure()
         params = {"nprobe": self.spec.nprobe} if self.spec.index_type == "IVF_FLAT" else {}
-        found = self._call(
-            "search",
-            self.client.search,
-            self.name,
-            data=[[float(x) for x in vector]],
-            limit=max(1, min(limit, MAX_LIMIT)),
-            filter=self._where(owner, equals=equals, any_of=any_of, at_least=at_least),
-            anns_field=self.spec.VECTOR,
-            output_fields=list(output_fields),
-            search_params={"metric_type": "IP", "params": params},
-            # Writers are other processes: read every write they have had acknowledged.
-            consistency_level="Strong",
-        )
+        where = self._where(owner, equals=equals, any_of=any_of, at_least=at_least)
+        with self._reading():
+            found = self._call(
+                "search",
+                self.client.search,
+                self.name,
+                data=[[float(x) for x in vector]],
+                limit=max(1, min(limit, MAX_LIMIT)),
+                filter=where,
+                anns_field=self.spec.VECTOR,
+                output_fields=list(output_fields),
+                search_params={"metric_type": "IP", "params": params},
+                # Writers are other processes: read every write they have had acknowledged.
+                consistency_level="Strong",
+            )
         hits = found[0]
         if not output_fields:
             # Keys and scores as the reply lists them: reading each hit's dict costs more than the search.
@@ -315,14 +328,16 @@ class MilvusCollection:
         fields = [*output_fields, self.spec.VECTOR] if with_vector else list(output_fields)
         rows: list[dict[str, Any]] = []
         for start in range(0, len(keys), MAX_LIMIT):
-            found = self._call(
-                "query",
-                self.client.query,
-                self.name,
-                filter=self._where(owner, keys=keys[start : start + MAX_LIMIT]),
-                output_fields=fields,
-                consistency_level="Strong",
-            )
+            where = self._where(owner, keys=keys[start : start + MAX_LIMIT])
+            with self._reading():
+                found = self._call(
+                    "query",
+                    self.client.query,
+                    self.name,
+                    filter=where,
+                    output_fields=fields,
+                    consistency_level="Strong",
+                )
             rows.extend(dict(r) for r in found)
         return rows
 
@@ -337,12 +352,18 @@ class MilvusCollection:
     def _scan(self, where: str, field: str) -> set[Any]:
         """The distinct values of ``field`` over the rows ``where`` selects, read in pages."""
         self.ensure()
-        iterator = self._call(
-            "query", self.client.query_iterator, self.name, batch_size=1000, filter=where, output_fields=[field]
-        )
+        with self._reading():
+            iterator = self._call(
+                "query", self.client.query_iterator, self.name, batch_size=1000, filter=where, output_fields=[field]
+            )
         found: set[Any] = set()
         try:
-            while batch := iterator.next():  # the iterator carries the timeout it was made with
+            # A page at a time under the lock: a whole scan would keep writers out for as long as it runs.
+            while True:
+                with self._reading():
+                    batch = iterator.next()  # the iterator carries the timeout it was made with
+                if not batch:
+                    break
                 found.update(r[field] for r in batch)
         except Exception as exc:  # as in _call
             raise StoreUnavailable(f"Milvus query on {self.name} failed: {exc}") from exc
@@ -352,17 +373,27 @@ class MilvusCollection:
 
     def count(self, owner: str) -> int:
         self.ensure()
-        rows = self._call(
-            "count",
-            self.client.query,
-            self.name,
-            filter=self._where(owner),
-            output_fields=["count(*)"],
-            consistency_level="Strong",
-        )
+        where = self._where(owner)
+        with self._reading():
+            rows = self._call(
+                "count",
+                self.client.query,
+                self.name,
+                filter=where,
+                output_fields=["count(*)"],
+                consistency_level="Strong",
+            )
         return int(rows[0]["count(*)"]) if rows else 0
 
     # ----------------------------------------------------------------------------------- plumbing
+
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Shared hold of a Lite engine's row lock for one read (nothing on a server: reads are snapshots)."""
+        return self._lock.reading() if self._lock is not None else contextlib.nullcontext()
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Exclusive hold of a Lite engine's row lock for one replace (nothing on a server: an upsert is atomic)."""
+        return self._lock.writing() if self._lock is not None else contextlib.nullcontext()
 
     def _where(
         self,
