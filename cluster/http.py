@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
 import anyio.to_thread
 from fastapi import FastAPI, Request, Response
@@ -81,9 +81,11 @@ def build_http_app(services: Services, owners: OwnerResolver, *, direct_tool_cal
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
+    tool_calls = ToolCalls(mcp_app, server, max_body_bytes=DEFAULT_MAX_REQUEST_BODY_SIZE) if direct_tool_calls else None
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        async with server.session_manager.run(), tool_calls.running() if tool_calls else nullcontext():
             yield
 
     app = FastAPI(title="hindsight", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -100,9 +102,7 @@ def build_http_app(services: Services, owners: OwnerResolver, *, direct_tool_cal
         body = await anyio.to_thread.run_sync(services.metrics.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
-    if direct_tool_calls:
-        mcp_app = ToolCalls(mcp_app, server, max_body_bytes=DEFAULT_MAX_REQUEST_BODY_SIZE)
-    mcp = BearerAuth(mcp_app, owners)
+    mcp = BearerAuth(mcp_app if tool_calls is None else tool_calls, owners)
     # Mounted too, so that ``/mcp`` still redirects to ``/mcp/`` as before.
     app.mount("/mcp", mcp)
     if owners.development_mode:

@@ -12,17 +12,27 @@ SDK app with its body replayed, so every error answer is the SDK's.
 
 What it leaves out is what a stateless JSON answer cannot carry anyway: a tool here cannot send the
 client requests, notifications or progress (no session; this project's tools read only the HTTP
-request from their context), and the SDK's tracing spans are not opened (no tracer is configured).
-tests/integration/test_tool_calls.py checks that both paths answer alike.
+request and the server's lifespan state from their context), and the SDK's tracing spans are not
+opened (no tracer is configured). tests/reliability/test_tool_calls.py checks that both paths
+answer alike.
+
+Everything it uses of the SDK is public: the low-level server behind the Streamable HTTP app
+(``server.session_manager.app``), its registered ``tools/call`` handler and its lifespan, and the
+server's tool list. It answers while :meth:`ToolCalls.running` is entered, beside the SDK's
+``session_manager.run()``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pydantic_core
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import RequestHandler
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.exceptions import MCPError
@@ -52,18 +62,51 @@ _PLAIN_PARAMS = frozenset({"name", "arguments", "_meta"})
 _SDK_MIDDLEWARE = frozenset({"OpenTelemetryMiddleware", "RequestStateBoundary"})
 
 
-class ToolCalls:
-    """ASGI app in front of the SDK's Streamable HTTP app (stateless, JSON responses)."""
+@dataclass(frozen=True)
+class _Serving:
+    """What the direct path answers with while the app runs."""
 
-    def __init__(self, app: ASGIApp, server: MCPServer, *, max_body_bytes: int) -> None:
+    lifespan_state: Any  # what the server's lifespan yielded: what its tools read from their context
+    tools: frozenset[str]  # the tools the server lists; a call of any other goes to the SDK
+
+
+class ToolCalls:
+    """ASGI app in front of the SDK's Streamable HTTP app (stateless, JSON responses).
+
+    ``server.streamable_http_app()`` must have been called: this answers with the low-level server
+    behind it.
+    """
+
+    def __init__(self, app: ASGIApp, server: MCPServer[Any], *, max_body_bytes: int) -> None:
         self.app = app
         self.server = server
         self.max_body_bytes = max_body_bytes
-        self.enabled = {type(m).__name__ for m in server.middleware} <= _SDK_MIDDLEWARE
+        self._lowlevel = server.session_manager.app
+        entry = self._lowlevel.get_request_handler(METHOD)
+        self._handler: RequestHandler[Any, Any] | None = None if entry is None else entry.handler
+        self.enabled = self._handler is not None and {type(m).__name__ for m in server.middleware} <= _SDK_MIDDLEWARE
+        self._serving: _Serving | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Answer plain tool calls while entered; before and after, every request goes to the SDK.
+
+        Enters the server's lifespan as the SDK's session manager does, for the state its tools
+        read; this project's lifespan yields the one toolbox built with the server, so both paths
+        serve the same one.
+        """
+        async with self._lowlevel.lifespan(self._lowlevel) as state:
+            tools = frozenset(tool.name for tool in await self.server.list_tools())
+            self._serving = _Serving(lifespan_state=state, tools=tools)
+            try:
+                yield
+            finally:
+                self._serving = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        version = self._version(scope) if self.enabled else None
-        if version is None:
+        serving = self._serving
+        version = self._version(scope) if self.enabled and serving is not None else None
+        if version is None or serving is None or self._handler is None:
             await self.app(scope, receive, send)
             return
         body, rest = await _read_body(receive, self.max_body_bytes)
@@ -75,7 +118,7 @@ class ToolCalls:
         ctx: ServerRequestContext[Any, Request] = ServerRequestContext(
             # No session: a stateless JSON answer has no channel back to the client.
             session=cast(Any, None),
-            lifespan_context={},
+            lifespan_context=serving.lifespan_state,
             protocol_version=version,
             method=METHOD,
             params=raw,
@@ -85,7 +128,7 @@ class ToolCalls:
         )
         reply: JSONRPCResponse | JSONRPCError
         try:
-            result = await self.server._handle_call_tool(ctx, params)
+            result = await self._handler(ctx, params)
             reply = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=self._wire(version, result))
         except MCPError as exc:
             reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=exc.error)
@@ -130,7 +173,8 @@ class ToolCalls:
             params = CallToolRequestParams.model_validate(message.params, by_name=False)
         except (ValueError, KeyError):
             return None
-        if self.server._tool_manager.get_tool(params.name) is None:
+        serving = self._serving
+        if serving is None or params.name not in serving.tools:
             return None
         return message.id, message.params, params
 

@@ -1,4 +1,8 @@
-"""The MCP tool surface, one module per concept; :func:`build_server` puts them on one server."""
+"""The MCP tool surface, one module per concept; :func:`build_server` puts them on one server.
+
+A tool is a module-level async function of its concept's module, listed in that module's
+``TOOLS``; docs/architecture.md ("Where does my change go") shows how to add one.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,9 @@ from mcp.server.mcpserver import MCPServer
 
 from cluster.auth import OwnerResolver
 from cluster.services import Services
+from cluster.tools import experience, memory, trajectories
 from cluster.tools.common import Toolbox
-from cluster.tools.experience import register_experience_tools
-from cluster.tools.memory import register_memory_tools
-from cluster.tools.trajectories import register_trajectory_tools
+from cluster.tools.registry import published, published_tool
 
 INSTRUCTIONS = """\
 hindsight remembers what worked. Before a decision, call query_experience with your situation
@@ -19,11 +22,14 @@ finalize_trajectory with the outcome and the experience ids you were served; hin
 in the background."""
 
 
-def build_server(services: Services, owners: OwnerResolver) -> MCPServer:
-    """An MCP server exposing ``services``; ``owners`` turns each request's credential into an owner."""
-    server = MCPServer(name="hindsight", instructions=INSTRUCTIONS)
-    box = Toolbox(server, services, owners)
-    register_trajectory_tools(box)
-    register_experience_tools(box)
-    register_memory_tools(box)
-    return server
+def build_server(services: Services, owners: OwnerResolver) -> MCPServer[Toolbox]:
+    """An MCP server exposing ``services``; ``owners`` turns each request's credential into an owner.
+
+    The server's lifespan yields the tools' :class:`Toolbox`, which each tool reads from its context.
+    """
+    box = Toolbox(services, owners)
+    values = published(services.settings)
+    tools = [
+        published_tool(fn, services.metrics, values) for fn in (*trajectories.TOOLS, *experience.TOOLS, *memory.TOOLS)
+    ]
+    return MCPServer(name="hindsight", instructions=INSTRUCTIONS, tools=tools, lifespan=box.lifespan)

@@ -1,36 +1,33 @@
-"""What every MCP tool shares: the owner from the credential, error mapping, timing, store threads.
+"""What every MCP tool body shares: its toolbox (the services), the caller's owner, error mapping,
+store threads and the batched writes.
 
-A tool body parses its input, makes one service call and returns a model. :meth:`Toolbox.tool`
-registers it with the timing and error mapping every tool gets, so a tool body holds no
-plumbing. Errors raise: a hindsight error becomes a ``ToolError`` whose message the model reads
+A tool parses its input, makes one service call and returns a model. It reads what it needs from
+its context: :func:`toolbox` is what the server's lifespan yielded (one :class:`Toolbox` per server,
+shared by every session and request), and :meth:`Toolbox.owner` the owner the request's credential
+maps to. Errors raise: a hindsight error becomes a ``ToolError`` whose message the model reads
 (``is_error``); anything else is a crash the SDK reports without leaking internals.
-
-Every tool takes only the arguments it declares: the SDK's argument models drop unknown ones
-without a word, so a client sending ``owner`` or a misspelt ``topk`` would never learn that its call
-did not do what it meant. :func:`known_arguments_only` refuses them, and the published schema says
-``additionalProperties: false``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
 
 from cluster.auth import OwnerResolver
 from cluster.core.errors import HindsightError
+from cluster.memory.models import MemoryWrite, MemoryWriteResult
 from cluster.services import Services
+from cluster.tools.batching import Batcher
+from cluster.trajectories.capture import RecordCall
+from cluster.trajectories.models import RecordResult
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,40 +55,6 @@ _INLINE_YIELDS = 40
 _INLINE_RETRY_S = 0.001
 
 
-class _KnownArgumentsOnly(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def refuse_unknown_arguments(cls, data: Any) -> Any:
-        # Before field validation, so the caller reads one message that names every unknown argument
-        # and lists the accepted ones, instead of one "extra inputs" line per argument.
-        if isinstance(data, dict):
-            accepted = sorted(field.alias or name for name, field in cls.model_fields.items())
-            unknown = sorted(set(data) - set(accepted))
-            if unknown:
-                plural = "s" if len(unknown) > 1 else ""
-                raise PydanticCustomError(
-                    "unknown_argument",
-                    f"unknown argument{plural} {{unknown}} (accepted: {{accepted}})",
-                    {"unknown": ", ".join(unknown), "accepted": ", ".join(accepted)},
-                )
-        return data
-
-
-def known_arguments_only(tool: Tool) -> None:
-    """Make ``tool`` refuse arguments it does not declare, naming them and the accepted ones.
-
-    The SDK validates a call with ``tool.fn_metadata.arg_model`` and publishes ``tool.parameters``;
-    both are replaced by a subclass of its model that forbids extra keys, so every field, alias and
-    default stays the SDK's own.
-    """
-    base = tool.fn_metadata.arg_model
-    strict = cast(type[ArgModelBase], create_model(base.__name__, __base__=(base, _KnownArgumentsOnly)))
-    tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
-
-
 def answer(result: BaseModel, text: str) -> CallToolResult:
     """A tool result whose text content is ``text`` (what a model reads) and whose structured
     content is ``result``: the JSON is not repeated as text."""
@@ -100,22 +63,33 @@ def answer(result: BaseModel, text: str) -> CallToolResult:
     )
 
 
-@dataclass
 class Toolbox:
-    """The services behind the tools and the helpers every tool uses."""
+    """The services behind one server's tools and the helpers every tool uses.
 
-    server: MCPServer
-    services: Services
-    owners: OwnerResolver
+    The server's lifespan yields it (:meth:`lifespan`), so every session and request of the server
+    shares one toolbox, and with it the batches of concurrent writes.
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(self, services: Services, owners: OwnerResolver) -> None:
+        self.services = services
+        self.owners = owners
         # A trajectory write on the embedded SQLite is in-process work of ~0.5 ms; a worker thread
         # costs more than that (the GIL changes hands around every SQLite call), so it runs on the
         # event loop. A network database keeps the event loop free for other requests instead.
-        self._capture_inline = self.services.db.dialect == "sqlite"
+        self._capture_inline = services.db.dialect == "sqlite"
         self._capture_queue = anyio.Lock()
+        # Concurrent record calls of this process share one transaction: one write lock and one commit
+        # for all of them (on SQLite the lock hand-off between replicas is most of a single write's cost).
+        self.records: Batcher[RecordCall, RecordResult] = Batcher(self._record_batch)
+        # Concurrent memory writes share one transaction, one embedder call and one Milvus insert per owner.
+        self.memory_writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(self._memory_write_batch)
 
-    def owner(self, ctx: Context) -> str:
+    @asynccontextmanager
+    async def lifespan(self, _: MCPServer[Toolbox]) -> AsyncIterator[Toolbox]:
+        """The server's lifespan: whoever enters it (a session, the HTTP app) gets this toolbox."""
+        yield self
+
+    def owner(self, ctx: ToolContext) -> str:
         """The owner the request's credential maps to (never a tool argument)."""
         with tool_errors():
             return self.owners.owner_for(ctx.request_context.request)
@@ -126,7 +100,7 @@ class Toolbox:
             return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_STORE_THREADS)
 
     async def capture(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run a trajectory write where it is cheapest for this database (see ``__post_init__``).
+        """Run a trajectory write where it is cheapest for this database (see ``__init__``).
 
         On SQLite it runs inline only while no other writer holds the lock: the event loop never
         waits for a writer (a worker's learn transaction, the other replica); then a thread waits.
@@ -144,17 +118,19 @@ class Toolbox:
                     await anyio.sleep(0 if attempt < _INLINE_YIELDS else _INLINE_RETRY_S)
         return await self.call(fn, *args, **kwargs)
 
-    def tool(self, description: str | None = None) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
-        """Register an async tool (named after the function), timed and counted once per call."""
+    async def _record_batch(self, calls: Sequence[RecordCall]) -> list[RecordResult | Exception]:
+        return await self.capture(self.services.capture.record_batch, calls)
 
-        def register(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-            timed = self.services.metrics.timed(fn.__name__)(fn)
-            self.server.tool(description=description)(timed)
-            # The SDK keeps no public handle on a registered tool; tests/reliability/test_tool_arguments.py
-            # fails if this stops reaching every tool.
-            tool = self.server._tool_manager.get_tool(fn.__name__)
-            assert tool is not None, fn.__name__
-            known_arguments_only(tool)
-            return timed
+    async def _memory_write_batch(
+        self, items: Sequence[tuple[str, MemoryWrite]]
+    ) -> list[MemoryWriteResult | HindsightError]:
+        return await self.call(self.services.memory.apply_write_batch, items)
 
-        return register
+
+ToolContext = Context[Toolbox, Any]
+"""The context a tool declares: the SDK fills it in, and its lifespan context is the server's toolbox."""
+
+
+def toolbox(ctx: ToolContext) -> Toolbox:
+    """The toolbox of the server answering this request (what the server's lifespan yielded)."""
+    return ctx.request_context.lifespan_context

@@ -1,17 +1,16 @@
 """Experience tools: query experiences for a situation, report whether served ones helped."""
 
-# Annotations stay eager here: the SDK reads them, and some hold values taken from settings.
+# Annotations stay eager here: the SDK reads them.
 import time
 import uuid
 from typing import Annotated
 
-from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue
 
-from cluster.experience.models import MAX_CANDIDATES, MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
+from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.experience.templates import render_prompt_block
-from cluster.tools.common import Toolbox, answer, tool_errors
+from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
 
 NOTHING_SERVED = "No experience matches this situation yet."
 
@@ -23,85 +22,80 @@ def nothing_served(result: ExperienceQueryResult) -> str:
     return f"{NOTHING_SERVED} {result.below_threshold.line()}."
 
 
-def register_experience_tools(box: Toolbox) -> None:
-    """``query_experience`` and ``report_experience_outcome``."""
-    settings = box.services.settings
-    metrics = box.services.metrics
-
-    @box.tool(
-        "Experiences learned from earlier tasks for the decision you face, best first. Send your situation "
-        "(context_snapshot and available_actions) for experiences checked against it; text alone also works. "
-        "The text answer is a prompt block to put in your system prompt before the tool descriptions; the "
-        "structured answer lists each experience's id, condition, recommended action, action to avoid (with "
-        "avoid_reason: fails, or costlier = your fallback if the recommended call fails), retry (true: retry "
-        "the recommended call once if it fails) and confidence. "
-        f"Defaults: top_k {settings.experience_top_k} (at most {MAX_TOP_K}), min_confidence "
-        f"{settings.confidence_threshold}; when none passes it, the answer names up to {MAX_CANDIDATES} "
-        "nearest below it (below_threshold). Pass the ids you used to finalize_trajectory."
+async def query_experience(
+    ctx: ToolContext,
+    context: Annotated[
+        str, Field(description="Your situation in words: task, goal, what you see. May be empty with a snapshot.")
+    ] = "",
+    context_snapshot: Annotated[
+        dict[str, JsonValue] | None, Field(description="What you see now, as a JSON object (as you record it).")
+    ] = None,
+    available_actions: Annotated[list[str] | None, Field(description="The actions you can take now.")] = None,
+    decision: Annotated[str | None, Field(description="Optional name of this decision or step.")] = None,
+    role: Annotated[str, Field(description="Your role; only its experiences are served.")] = "agent",
+    task_type: Annotated[str | None, Field(description="Restrict to this task type.")] = None,
+    top_k: Annotated[int | None, Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}.")] = None,
+    min_confidence: Annotated[float | None, Field(ge=0, le=1, description="Default {confidence_threshold}.")] = None,
+    include_other_roles: Annotated[bool, Field(description="Also serve other roles' experiences.")] = False,
+    include_inapplicable: Annotated[
+        bool, Field(description="Also serve experiences whose condition is false in your snapshot.")
+    ] = False,
+    detail: Annotated[bool, Field(description="Also return full templates: provenance, support, caveats.")] = False,
+) -> Annotated[CallToolResult, ExperienceQueryResult]:
+    """Experiences learned from earlier tasks for the decision you face, best first. Send your situation
+    (context_snapshot and available_actions) for experiences checked against it; text alone also works.
+    The text answer is a prompt block to put in your system prompt before the tool descriptions; the
+    structured answer lists each experience's id, condition, recommended action, action to avoid (with
+    avoid_reason: fails, or costlier = your fallback if the recommended call fails), retry (true: retry
+    the recommended call once if it fails) and confidence. Defaults: top_k {experience_top_k} (at most
+    {max_experiences}), min_confidence {confidence_threshold}; when none passes it, the answer names up to
+    {max_below_threshold} nearest below it (below_threshold). Pass the ids you used to finalize_trajectory."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    situation = None
+    if context_snapshot is not None or available_actions is not None or decision is not None:
+        with tool_errors():
+            situation = Situation(
+                context_snapshot=context_snapshot or {},
+                available_actions=tuple(available_actions or ()),
+                decision=decision,
+            )
+    start = time.perf_counter()
+    result = await box.call(
+        box.services.experience.query_experience,
+        owner,
+        context,
+        role,
+        task_type,
+        top_k,
+        min_confidence,
+        include_other_roles,
+        situation=situation,
+        include_inapplicable=include_inapplicable,
     )
-    async def query_experience(
-        ctx: Context,
-        context: Annotated[
-            str, Field(description="Your situation in words: task, goal, what you see. May be empty with a snapshot.")
-        ] = "",
-        context_snapshot: Annotated[
-            dict[str, JsonValue] | None, Field(description="What you see now, as a JSON object (as you record it).")
-        ] = None,
-        available_actions: Annotated[list[str] | None, Field(description="The actions you can take now.")] = None,
-        decision: Annotated[str | None, Field(description="Optional name of this decision or step.")] = None,
-        role: Annotated[str, Field(description="Your role; only its experiences are served.")] = "agent",
-        task_type: Annotated[str | None, Field(description="Restrict to this task type.")] = None,
-        top_k: Annotated[
-            int | None, Field(ge=1, le=MAX_TOP_K, description=f"How many; default {settings.experience_top_k}.")
-        ] = None,
-        min_confidence: Annotated[
-            float | None, Field(ge=0, le=1, description=f"Default {settings.confidence_threshold}.")
-        ] = None,
-        include_other_roles: Annotated[bool, Field(description="Also serve other roles' experiences.")] = False,
-        include_inapplicable: Annotated[
-            bool, Field(description="Also serve experiences whose condition is false in your snapshot.")
-        ] = False,
-        detail: Annotated[bool, Field(description="Also return full templates: provenance, support, caveats.")] = False,
-    ) -> Annotated[CallToolResult, ExperienceQueryResult]:
-        owner = box.owner(ctx)
-        situation = None
-        if context_snapshot is not None or available_actions is not None or decision is not None:
-            with tool_errors():
-                situation = Situation(
-                    context_snapshot=context_snapshot or {},
-                    available_actions=tuple(available_actions or ()),
-                    decision=decision,
-                )
-        start = time.perf_counter()
-        result = await box.call(
-            box.services.experience.query_experience,
-            owner,
-            context,
-            role,
-            task_type,
-            top_k,
-            min_confidence,
-            include_other_roles,
-            situation=situation,
-            include_inapplicable=include_inapplicable,
-        )
-        metrics.retrieval_latency.labels("experience").observe(time.perf_counter() - start)
-        metrics.experience_queries.labels("hit" if result.experiences else "miss").inc()
-        if detail:
-            block = render_prompt_block([s.template for s in result.templates], full=True)
-            return answer(result, block or nothing_served(result))
-        return answer(result.lean(), result.prompt_block or nothing_served(result))
+    metrics = box.services.metrics
+    metrics.retrieval_latency.labels("experience").observe(time.perf_counter() - start)
+    metrics.experience_queries.labels("hit" if result.experiences else "miss").inc()
+    if detail:
+        block = render_prompt_block([s.template for s in result.templates], full=True)
+        return answer(result, block or nothing_served(result))
+    return answer(result.lean(), result.prompt_block or nothing_served(result))
 
-    @box.tool()
-    async def report_experience_outcome(
-        template_ids: Annotated[list[uuid.UUID], Field(min_length=1, max_length=MAX_TOP_K)],
-        succeeded: Annotated[bool, Field(description="Did the task succeed after applying them?")],
-        ctx: Context,
-        trajectory_id: Annotated[
-            uuid.UUID | None, Field(description="The task's trajectory: a repeated report then counts once.")
-        ] = None,
-    ) -> OutcomeReport:
-        """Tell hindsight whether experiences you were served helped: confidence rises on success and
-        falls on failure. finalize_trajectory with served_template_ids does this for you."""
-        owner = box.owner(ctx)
-        return await box.call(box.services.experience.report_outcome, owner, template_ids, succeeded, trajectory_id)
+
+async def report_experience_outcome(
+    template_ids: Annotated[list[uuid.UUID], Field(min_length=1, max_length=MAX_TOP_K)],
+    succeeded: Annotated[bool, Field(description="Did the task succeed after applying them?")],
+    ctx: ToolContext,
+    trajectory_id: Annotated[
+        uuid.UUID | None, Field(description="The task's trajectory: a repeated report then counts once.")
+    ] = None,
+) -> OutcomeReport:
+    """Tell hindsight whether experiences you were served helped: confidence rises on success and
+    falls on failure. finalize_trajectory with served_template_ids does this for you."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    return await box.call(box.services.experience.report_outcome, owner, template_ids, succeeded, trajectory_id)
+
+
+TOOLS = (query_experience, report_experience_outcome)
+"""This module's tools, in the order the server lists them."""

@@ -1,11 +1,10 @@
 """Long-term memory tools: write, query, update, forget, and the raw log: observe turns, end sessions."""
 
-# Annotations stay eager here: the SDK reads them, and some hold values taken from settings.
+# Annotations stay eager here: the SDK reads them.
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
-from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue
 
@@ -28,8 +27,7 @@ from cluster.memory.models import (
     short_id,
 )
 from cluster.memory.policy import MemoryScope, Ttl
-from cluster.tools.batching import Batcher
-from cluster.tools.common import Toolbox, answer, tool_errors
+from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
 
 HIT_TEXT_CHARS = 300
 """A hit's value in the text answer is cut here; the structured answer has it whole."""
@@ -63,154 +61,141 @@ def _observed(result: ObserveResult) -> str:
     return f"{again}Stored as [{result.key}] ({reason}; id {short_id(stored.memory_id)}, v{stored.version}{replaces})."
 
 
-def register_memory_tools(box: Toolbox) -> None:
-    """``memory_write``, ``memory_query``, ``memory_update``, ``memory_forget``, ``memory_observe``
-    and ``memory_end_session``."""
-    promotion = box.services.settings.memory.promotion
-    max_turn_bytes = box.services.settings.memory.max_value_bytes
+async def memory_write(
+    key: Annotated[str, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")],
+    value: Annotated[str | dict[str, JsonValue], Field(description="Text, or a JSON object for state.")],
+    ctx: ToolContext,
+    scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
+    ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
+    metadata: Annotated[
+        dict[str, JsonValue] | None,
+        Field(
+            description="Free-form. A session_id ties a conversation's memories together (each is then also "
+            "found by the words of those said beside it); a date (or a Unix time) gives the day it speaks of; "
+            "a speaker names who said it."
+        ),
+    ] = None,
+    entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
+    source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
+) -> MemoryWriteResult:
+    """Remember something across sessions. Writing an existing key makes a new version and hides
+    the old one from queries; sending the same write again changes nothing (retries are safe)."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    with tool_errors():
+        request = MemoryWrite(
+            key=key,
+            value=value,
+            scope=scope or MemoryScope(),
+            ttl=ttl or Ttl(),
+            metadata=metadata or {},
+            entity=entity,
+            source_ids=tuple(source_ids or ()),
+        )
+    with tool_errors():
+        result = await box.memory_writes.submit((owner, request))
+    box.services.metrics.memory_writes.inc()
+    return result
 
-    # Concurrent writes share one transaction, one embedder call and one Milvus insert per owner.
-    writes: Batcher[tuple[str, MemoryWrite], MemoryWriteResult] = Batcher(
-        lambda items: box.call(box.services.memory.apply_write_batch, items)
-    )
 
-    @box.tool()
-    async def memory_write(
-        key: Annotated[str, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")],
-        value: Annotated[str | dict[str, JsonValue], Field(description="Text, or a JSON object for state.")],
-        ctx: Context,
-        scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
-        ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
-        metadata: Annotated[
-            dict[str, JsonValue] | None,
-            Field(
-                description="Free-form. A session_id ties a conversation's memories together (each is then also "
-                "found by the words of those said beside it); a date (or a Unix time) gives the day it speaks of; "
-                "a speaker names who said it."
-            ),
-        ] = None,
-        entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
-        source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
-    ) -> MemoryWriteResult:
-        """Remember something across sessions. Writing an existing key makes a new version and hides
-        the old one from queries; sending the same write again changes nothing (retries are safe)."""
-        owner = box.owner(ctx)
-        with tool_errors():
-            request = MemoryWrite(
-                key=key,
-                value=value,
-                scope=scope or MemoryScope(),
-                ttl=ttl or Ttl(),
-                metadata=metadata or {},
-                entity=entity,
-                source_ids=tuple(source_ids or ()),
-            )
-        with tool_errors():
-            result = await writes.submit((owner, request))
+async def memory_query(
+    query: Annotated[str, Field(description="What you want to recall, in words.")],
+    ctx: ToolContext,
+    entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
+    scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
+    include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
+    as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
+    detail: Annotated[bool, Field(description="Also return whole memories and why each matched.")] = False,
+) -> Annotated[CallToolResult, MemoryQueryResult]:
+    """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
+    The answer is one line per memory: key, value, its day, the start of its id (what
+    memory_update and memory_forget take) and version. With detail, the structured answer adds
+    each memory whole (scope, metadata, lifetime) and why it matched."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    with tool_errors():
+        request = MemoryQuery(
+            query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
+        )
+    start = time.perf_counter()
+    # Each query on its own thread, embedded there beside its lexical stage (a hot-cache hit
+    # embeds nothing): a shared embedding pass would make every query of it wait for the last
+    # text, since the default int8 model embeds one text a pass.
+    result = await box.call(box.services.memory.run_query, owner, request)
+    box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
+    return answer(result if detail else result.lean(), _hit_lines(result))
+
+
+async def memory_update(
+    memory_id: MemoryRef,
+    value: str | dict[str, JsonValue],
+    ctx: ToolContext,
+    metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
+) -> MemoryWriteResult:
+    """Change a memory's value: makes a new version with the same key, scope and lifetime."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    memory = box.services.memory
+
+    def update() -> MemoryWriteResult:
+        request = MemoryUpdate(memory_id=memory.memory_id(owner, memory_id), value=value, metadata=metadata)
+        return memory.apply_update(owner, request)
+
+    result = await box.call(update)
+    box.services.metrics.memory_writes.inc()
+    return result
+
+
+async def memory_forget(memory_id: MemoryRef, ctx: ToolContext) -> MemoryForgetResult:
+    """Delete a memory and all its versions, everywhere."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    memory = box.services.memory
+
+    def forget() -> MemoryForgetResult:
+        return memory.apply_forget(owner, MemoryForget(memory_id=memory.memory_id(owner, memory_id)))
+
+    return await box.call(forget)
+
+
+async def memory_observe(
+    session_id: Annotated[str, Field(description="The conversation this turn belongs to.")],
+    text: Annotated[str, Field(description="What was said, as said.")],
+    ctx: ToolContext,
+    speaker: Annotated[str, Field(description="Who said it.")] = "user",
+    at: Annotated[datetime | None, Field(description="When it was said; default now.")] = None,
+) -> Annotated[CallToolResult, ObserveResult]:
+    """Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be
+    remembered ('remember ...', 'from now on ...') is stored at once as a user memory. A state change
+    ('I moved to ...', 'we switched the database to ...', 'X is now Y') is stored at once as session
+    state, replacing the earlier state of the same thing, and expires with memory_end_session. Any
+    other turn stays raw; once a later turn refers back to it (another session, or at least
+    {promotion_min_gap} later) the next maintenance pass makes it a user memory. Text at most
+    {max_turn_bytes} bytes. Sending the same turn again logs it once."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    with tool_errors():
+        request = MemoryObserve(session_id=session_id, turn=Turn(speaker=speaker, text=text, at=at))
+    result = await box.call(box.services.memory.apply_observe, owner, request)
+    if result.promoted is not None and not result.repeated:
         box.services.metrics.memory_writes.inc()
-        return result
-
-    @box.tool()
-    async def memory_query(
-        query: Annotated[str, Field(description="What you want to recall, in words.")],
-        ctx: Context,
-        entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
-        scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
-        top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
-        include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
-        as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
-        detail: Annotated[bool, Field(description="Also return whole memories and why each matched.")] = False,
-    ) -> Annotated[CallToolResult, MemoryQueryResult]:
-        """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
-        The answer is one line per memory: key, value, its day, the start of its id (what
-        memory_update and memory_forget take) and version. With detail, the structured answer adds
-        each memory whole (scope, metadata, lifetime) and why it matched."""
-        owner = box.owner(ctx)
-        with tool_errors():
-            request = MemoryQuery(
-                query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
-            )
-        start = time.perf_counter()
-        # Each query on its own thread, embedded there beside its lexical stage (a hot-cache hit
-        # embeds nothing): a shared embedding pass would make every query of it wait for the last
-        # text, since the default int8 model embeds one text a pass.
-        result = await box.call(box.services.memory.run_query, owner, request)
-        box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
-        return answer(result if detail else result.lean(), _hit_lines(result))
-
-    @box.tool()
-    async def memory_update(
-        memory_id: MemoryRef,
-        value: str | dict[str, JsonValue],
-        ctx: Context,
-        metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
-    ) -> MemoryWriteResult:
-        """Change a memory's value: makes a new version with the same key, scope and lifetime."""
-        owner = box.owner(ctx)
-        memory = box.services.memory
-
-        def update() -> MemoryWriteResult:
-            request = MemoryUpdate(memory_id=memory.memory_id(owner, memory_id), value=value, metadata=metadata)
-            return memory.apply_update(owner, request)
-
-        result = await box.call(update)
-        box.services.metrics.memory_writes.inc()
-        return result
-
-    @box.tool()
-    async def memory_forget(memory_id: MemoryRef, ctx: Context) -> MemoryForgetResult:
-        """Delete a memory and all its versions, everywhere."""
-        owner = box.owner(ctx)
-        memory = box.services.memory
-
-        def forget() -> MemoryForgetResult:
-            return memory.apply_forget(owner, MemoryForget(memory_id=memory.memory_id(owner, memory_id)))
-
-        return await box.call(forget)
-
-    @box.tool(
-        "Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be "
-        "remembered ('remember ...', 'from now on ...') is stored at once as a user memory. A state change "
-        "('I moved to ...', 'we switched the database to ...', 'X is now Y') is stored at once as session "
-        "state, replacing the earlier state of the same thing, and expires with memory_end_session. Any "
-        "other turn stays raw; once a later turn refers back to it (another session, or at least "
-        f"{_duration(promotion.min_gap)} later) the next maintenance pass makes it a user memory. "
-        f"Text at most {max_turn_bytes} bytes. Sending the same turn again logs it once."
-    )
-    async def memory_observe(
-        session_id: Annotated[str, Field(description="The conversation this turn belongs to.")],
-        text: Annotated[str, Field(description="What was said, as said.")],
-        ctx: Context,
-        speaker: Annotated[str, Field(description="Who said it.")] = "user",
-        at: Annotated[datetime | None, Field(description="When it was said; default now.")] = None,
-    ) -> Annotated[CallToolResult, ObserveResult]:
-        owner = box.owner(ctx)
-        with tool_errors():
-            request = MemoryObserve(session_id=session_id, turn=Turn(speaker=speaker, text=text, at=at))
-        result = await box.call(box.services.memory.apply_observe, owner, request)
-        if result.promoted is not None and not result.repeated:
-            box.services.metrics.memory_writes.inc()
-        return answer(result, _observed(result))
-
-    @box.tool()
-    async def memory_end_session(
-        session_id: Annotated[str, Field(description="The session to close.")], ctx: Context
-    ) -> Annotated[CallToolResult, SessionEndResult]:
-        """Close a session: memories that live as long as it (its state changes, ttl 'session') expire
-        and are no longer returned. Ending it again changes nothing."""
-        owner = box.owner(ctx)
-        with tool_errors():
-            request = SessionEnd(session_id=session_id)
-        result = await box.call(box.services.memory.apply_end_session, owner, request)
-        memories = "memory" if result.expired == 1 else "memories"
-        return answer(result, f"Session {result.session_id} ended; {result.expired} {memories} expired.")
+    return answer(result, _observed(result))
 
 
-def _duration(span: timedelta) -> str:
-    """A policy's time span as a model reads it: '1 hour', '90 days', '90 seconds'."""
-    seconds = int(span.total_seconds())
-    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            count = seconds // size
-            return f"{count} {unit}{'s' if count != 1 else ''}"
-    return f"{seconds} seconds"
+async def memory_end_session(
+    session_id: Annotated[str, Field(description="The session to close.")], ctx: ToolContext
+) -> Annotated[CallToolResult, SessionEndResult]:
+    """Close a session: memories that live as long as it (its state changes, ttl 'session') expire
+    and are no longer returned. Ending it again changes nothing."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    with tool_errors():
+        request = SessionEnd(session_id=session_id)
+    result = await box.call(box.services.memory.apply_end_session, owner, request)
+    memories = "memory" if result.expired == 1 else "memories"
+    return answer(result, f"Session {result.session_id} ended; {result.expired} {memories} expired.")
+
+
+TOOLS = (memory_write, memory_query, memory_update, memory_forget, memory_observe, memory_end_session)
+"""This module's tools, in the order the server lists them."""

@@ -1,0 +1,132 @@
+"""How a tool function becomes a published MCP tool: its description, strict arguments and timing.
+
+A tool is a module-level async function (cluster/tools/<concept>.py). :func:`published_tool` makes
+the SDK's ``Tool`` of it for :func:`cluster.tools.build_server`:
+
+- the description is the function's docstring, its line breaks read as spaces; a ``{name}`` in it,
+  or in an argument's description, is the value :func:`published` gives ``name`` (a setting a model
+  should know, such as the default ``top_k``), and ``AtMost(name)`` on an argument caps its length
+  at that value;
+- the arguments are the SDK's own model of the signature, made to refuse arguments it does not
+  declare (:func:`known_arguments_only`);
+- every call is counted and timed under the tool's name (``Metrics.timed``).
+
+Every tool takes only the arguments it declares: the SDK's argument models drop unknown ones
+without a word, so a client sending ``owner`` or a misspelt ``topk`` would never learn that its call
+did not do what it meant. The strict model refuses them, and the published schema says
+``additionalProperties: false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Any, cast
+
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
+
+from cluster.experience.models import MAX_CANDIDATES
+from cluster.experience.models import MAX_TOP_K as MAX_EXPERIENCES
+from cluster.metrics import Metrics
+from cluster.settings import Settings
+
+ToolFunction = Callable[..., Awaitable[Any]]
+
+
+def published(settings: Settings) -> dict[str, object]:
+    """The values tool texts name as ``{name}`` and ``AtMost(name)`` refers to, by name."""
+    return {
+        "max_trajectory_nodes": settings.max_trajectory_nodes,
+        "max_context_bytes": settings.max_context_bytes,
+        "experience_top_k": settings.experience_top_k,
+        "max_experiences": MAX_EXPERIENCES,
+        "confidence_threshold": settings.confidence_threshold,
+        "max_below_threshold": MAX_CANDIDATES,
+        "max_turn_bytes": settings.memory.max_value_bytes,
+        "promotion_min_gap": duration(settings.memory.promotion.min_gap),
+    }
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """Caps an argument's length (``max_length``) at the published value ``name``.
+
+    For a limit taken from the settings, which a module-level signature cannot hold itself.
+    """
+
+    name: str
+
+
+def published_tool(fn: ToolFunction, metrics: Metrics, values: Mapping[str, object]) -> Tool:
+    """The SDK's tool for ``fn``: described by its docstring, strict arguments, timed.
+
+    Raises:
+        ValueError: ``fn`` has no docstring.
+        KeyError: a text or ``AtMost`` names a value ``values`` does not have.
+    """
+    if not fn.__doc__:
+        raise ValueError(f"tool {fn.__name__} has no docstring: it is what the model reads")
+    description = " ".join(fn.__doc__.split()).format_map(values)
+    tool = Tool.from_function(metrics.timed(fn.__name__)(fn), description=description)
+    known_arguments_only(tool, values)
+    return tool
+
+
+class _KnownArgumentsOnly(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def refuse_unknown_arguments(cls, data: Any) -> Any:
+        # Before field validation, so the caller reads one message that names every unknown argument
+        # and lists the accepted ones, instead of one "extra inputs" line per argument.
+        if isinstance(data, dict):
+            accepted = sorted(field.alias or name for name, field in cls.model_fields.items())
+            unknown = sorted(set(data) - set(accepted))
+            if unknown:
+                plural = "s" if len(unknown) > 1 else ""
+                raise PydanticCustomError(
+                    "unknown_argument",
+                    f"unknown argument{plural} {{unknown}} (accepted: {{accepted}})",
+                    {"unknown": ", ".join(unknown), "accepted": ", ".join(accepted)},
+                )
+        return data
+
+
+def known_arguments_only(tool: Tool, values: Mapping[str, object]) -> None:
+    """Make ``tool`` refuse arguments it does not declare, naming them and the accepted ones.
+
+    The SDK validates a call with ``tool.fn_metadata.arg_model`` and publishes ``tool.parameters``
+    (both read at each use); both are replaced by a subclass of its model that forbids extra keys,
+    so every field, alias and default stays the SDK's own. Arguments whose description names a
+    published value, or that carry ``AtMost``, are redeclared there with the value filled in.
+    """
+    base = tool.fn_metadata.arg_model
+    filled: dict[str, Any] = {}
+    for name, field in base.model_fields.items():
+        changes: dict[str, Any] = {}
+        if field.description is not None and "{" in field.description:
+            changes["description"] = field.description.format_map(values)
+        for limit in field.metadata:
+            if isinstance(limit, AtMost):
+                changes["max_length"] = values[limit.name]
+        if changes:
+            # The SDK's field first, so everything not changed here stays as it declared it.
+            filled[name] = Annotated[field.annotation, field, Field(**changes)]
+    strict = cast(type[ArgModelBase], create_model(base.__name__, __base__=(base, _KnownArgumentsOnly), **filled))
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+
+
+def duration(span: timedelta) -> str:
+    """A time span as a model reads it: '1 hour', '90 days', '90 seconds'."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
