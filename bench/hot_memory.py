@@ -3,7 +3,7 @@
 A query notes the memories it returns; the notes are written in one transaction once 1,000 are
 waiting or the oldest is 10 s old (the defaults), and until then every answer's activity includes
 them. When a fleet keeps asking about the same few facts, those facts gather hundreds of waiting
-accesses between writes. This measures ``MemoryService.query`` (top 5 of 200 memories, embedded
+accesses between writes. This measures ``MemoryService.run_query`` (top 5 of 200 memories, embedded
 SQLite and Milvus Lite, the query cache off) with 0 to 1,000 accesses waiting on each of the five
 memories it returns, two ways in the same run:
 
@@ -27,7 +27,7 @@ from cluster.core.types import utcnow
 from cluster.embedding import OnnxMiniLMEmbedder
 from cluster.memory.access import AccessLog
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryWrite
+from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.policy import ActivityPolicy
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
@@ -58,7 +58,7 @@ def query_ms(service: MemoryService, queries: int) -> tuple[float, float]:
     samples = []
     for _ in range(queries):
         started = time.perf_counter()
-        service.query(OWNER, QUERY, top_k=5)
+        service.run_query(OWNER, MemoryQuery(query=QUERY, top_k=5))
         samples.append((time.perf_counter() - started) * 1000)
     samples.sort()
     return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
@@ -92,7 +92,8 @@ def main() -> None:
         service.derived.accesses.max_age = timedelta(days=1)
         # Written two hours ago, so the earlier answers below can be spread over the last hour.
         service.apply_writes(OWNER, writes, now=utcnow() - timedelta(hours=2))
-        service.query(OWNER, QUERY, top_k=5)  # warm-up: the collection loaded, the model run once
+        # Warm-up: the collection loaded, the model run once.
+        service.run_query(OWNER, MemoryQuery(query=QUERY, top_k=5))
         for waiting in (0, 100, 300, 1000):
             row = []
             for log in (AccessLog, OneByOne):
@@ -100,7 +101,11 @@ def main() -> None:
                 # ``waiting`` earlier answers of this query, spread over the last hour.
                 now = utcnow()
                 for k in range(waiting):
-                    service.query(OWNER, QUERY, top_k=5, now=now - timedelta(seconds=3600 * (waiting - k) / waiting))
+                    service.run_query(
+                        OWNER,
+                        MemoryQuery(query=QUERY, top_k=5),
+                        now=now - timedelta(seconds=3600 * (waiting - k) / waiting),
+                    )
                 row.append(query_ms(service, args.queries))
             (f50, f95), (o50, o95) = row
             print(f"| {waiting} | {f50:.2f} / {f95:.2f} | {o50:.2f} / {o95:.2f} |")

@@ -8,7 +8,7 @@ embedded by the real model inside every timed call (no embedding cache, no query
 
 Reported per query (p50/p95 over ``--queries``): the embedding alone, the brute-force floor (embed,
 then exact cosine over all vectors with numpy), the Milvus stage, the lexical stage, and the whole
-``MemoryService.query`` (embed, Milvus, FTS, SQL filters, fusion, the query expansion, the entity,
+``MemoryService.run_query`` (embed, Milvus, FTS, SQL filters, fusion, the query expansion, the entity,
 temporal and session stages, access bookkeeping) timed in turn with the same query without the
 expansion (its cost, measured in the same run), the same with the query cache on (a miss, then a hit: both read the
 owner's generation), and single writes.
@@ -151,7 +151,7 @@ def main() -> None:
 
         # A process's first query of an owner embeds the owner's distinct words (the expansion's term space).
         started = time.perf_counter()
-        service.query(OWNER, queries[0], top_k=10)
+        service.run_query(OWNER, MemoryQuery(query=queries[0], top_k=10))
         first = (time.perf_counter() - started) * 1000
         words = len(service.terms.space(OWNER, lambda after: ([], after)))
         print(f"first query in this process: {first:.0f} ms (a term space of {words} words, embedded)")
@@ -160,10 +160,10 @@ def main() -> None:
         # Another process's first query: the same words, read from SQL instead of embedded.
         other = MemoryService(database, embedder, index, cache_bytes=0, embedder_name=name)
         started = time.perf_counter()
-        other.query(OWNER, queries[0], top_k=10)
+        other.run_query(OWNER, MemoryQuery(query=queries[0], top_k=10))
         print(f"first query in another process: {(time.perf_counter() - started) * 1000:.0f} ms (word vectors read)")
         for q in queries[:20]:  # warm-up: load the collection, fill OS caches
-            service.query(OWNER, q, top_k=10)
+            service.run_query(OWNER, MemoryQuery(query=q, top_k=10))
 
         def brute(q: str) -> object:
             v = np.asarray(model.embed([q])[0], dtype=np.float32)
@@ -193,14 +193,14 @@ def main() -> None:
             lambda q: plain.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
             queries,
         )
-        rows["MemoryService.query (everything, top_k=10)"] = both[0]
-        rows["MemoryService.query without query expansion (interleaved with the row above)"] = both[1]
+        rows["MemoryService.run_query (everything, top_k=10)"] = both[0]
+        rows["MemoryService.run_query without query expansion (interleaved with the row above)"] = both[1]
         cached = MemoryService(database, embedder, index, embedder_name=name)
-        rows["MemoryService.query, cache on, miss (generation read + query)"] = timed(
-            lambda q: cached.query(OWNER, q, top_k=10), queries
+        rows["MemoryService.run_query, cache on, miss (generation read + query)"] = timed(
+            lambda q: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
         )
-        rows["MemoryService.query, hot-query cache hit (generation read)"] = timed(
-            lambda q: cached.query(OWNER, q, top_k=10), queries
+        rows["MemoryService.run_query, hot-query cache hit (generation read)"] = timed(
+            lambda q: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
         )
         # One memory per call, as an agent writes: embedding, the write transaction, Milvus, the settle write.
         writes = [f"{q} (note {i})" for i, q in enumerate(queries)]

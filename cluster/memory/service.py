@@ -24,13 +24,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
 
 from cluster.core.errors import HindsightError, InvalidInput
 from cluster.core.ports import Embedder
-from cluster.core.types import JsonObject
 from cluster.memory.access import AccessLog
 from cluster.memory.cache import QueryCache
 from cluster.memory.derived import DerivedState
@@ -50,15 +46,11 @@ from cluster.memory.models import (
     ObserveResult,
     SessionEnd,
     SessionEndResult,
-    Turn,
 )
 from cluster.memory.policy.activity import ActivityPolicy
-from cluster.memory.policy.lifetime import Ttl
 from cluster.memory.policy.limits import MemoryLimits
 from cluster.memory.policy.promotion import PromotionPolicy
 from cluster.memory.policy.ranking import RankingPolicy
-from cluster.memory.policy.scope import MemoryScope
-from cluster.memory.policy.versions import MemoryValue
 from cluster.memory.promotion import Promotions
 from cluster.memory.query import Queries
 from cluster.memory.ranking.pipeline import Candidates
@@ -66,8 +58,6 @@ from cluster.memory.upkeep import Upkeep
 from cluster.memory.word_store import SharedWordVectors
 from cluster.memory.writes import Writes
 from cluster.storage.db import Database
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class MemoryService:
@@ -162,33 +152,6 @@ class MemoryService:
 
     # ------------------------------------------------------------------------------------- writes
 
-    def write(
-        self,
-        owner: str,
-        key: str,
-        value: MemoryValue,
-        scope: MemoryScope | None = None,
-        ttl: Ttl | None = None,
-        metadata: JsonObject | None = None,
-        entity: str | None = None,
-        source_ids: Sequence[str] = (),
-        *,
-        context: str | None = None,
-        now: datetime | None = None,
-    ) -> uuid.UUID:
-        request = _parse(
-            MemoryWrite,
-            key=key,
-            value=value,
-            scope=scope or MemoryScope(),
-            ttl=ttl or Ttl(),
-            metadata=metadata or {},
-            entity=entity,
-            source_ids=tuple(source_ids),
-            context=context,
-        )
-        return self.apply_write(owner, request, now=now).memory_id
-
     def apply_write(self, owner: str, request: MemoryWrite, *, now: datetime | None = None) -> MemoryWriteResult:
         """One write (what ``memory_write`` sends, without the batching of concurrent calls)."""
         return self.writes.write(owner, [request], now=now)[0]
@@ -206,24 +169,13 @@ class MemoryService:
         result or the error that refused it, in order."""
         return self.writes.write_batch(items, now=now)
 
-    def update(
-        self, owner: str, memory_id: uuid.UUID, value: MemoryValue, metadata: JsonObject | None = None
-    ) -> MemoryWriteResult:
-        return self.apply_update(owner, _parse(MemoryUpdate, memory_id=memory_id, value=value, metadata=metadata))
-
     def apply_update(self, owner: str, request: MemoryUpdate, *, now: datetime | None = None) -> MemoryWriteResult:
         """The ``memory_update`` tool. Raises ``NotFound`` (unknown for this owner) or ``Conflict`` (superseded)."""
         return self.writes.update(owner, request, now=now)
 
-    def forget(self, owner: str, memory_id: uuid.UUID) -> MemoryForgetResult:
-        return self.apply_forget(owner, MemoryForget(memory_id=memory_id))
-
     def apply_forget(self, owner: str, request: MemoryForget) -> MemoryForgetResult:
         """The ``memory_forget`` tool. Raises ``NotFound`` if this owner has no such memory."""
         return self.writes.forget(owner, request)
-
-    def end_session(self, owner: str, session_id: str, *, now: datetime | None = None) -> SessionEndResult:
-        return self.apply_end_session(owner, _parse(SessionEnd, session_id=session_id), now=now)
 
     def apply_end_session(self, owner: str, request: SessionEnd, *, now: datetime | None = None) -> SessionEndResult:
         """The ``memory_end_session`` tool: the memories bound to the session expire."""
@@ -240,29 +192,6 @@ class MemoryService:
 
     # ------------------------------------------------------------------------------------- query
 
-    def query(
-        self,
-        owner: str,
-        query: str,
-        entity: str | None = None,
-        scope: MemoryScope | None = None,
-        top_k: int = 5,
-        include_history: bool = False,
-        as_of: datetime | None = None,
-        *,
-        now: datetime | None = None,
-    ) -> MemoryQueryResult:
-        request = _parse(
-            MemoryQuery,
-            query=query,
-            entity=entity,
-            scope=scope,
-            top_k=top_k,
-            include_history=include_history,
-            as_of=as_of,
-        )
-        return self.run_query(owner, request, now=now)
-
     def run_query(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
         """The ``memory_query`` tool: a read-only unit of work."""
         return self.queries.run(owner, request, now=now)
@@ -272,9 +201,6 @@ class MemoryService:
         return self.queries.candidates(owner, request, now=now)
 
     # ---------------------------------------------------------------------- raw log and promotion
-
-    def observe(self, owner: str, session_id: str, turn: Turn, *, now: datetime | None = None) -> ObserveResult:
-        return self.apply_observe(owner, _parse(MemoryObserve, session_id=session_id, turn=turn), now=now)
 
     def apply_observe(self, owner: str, request: MemoryObserve, *, now: datetime | None = None) -> ObserveResult:
         """The ``memory_observe`` tool: log a turn; one that asks to be remembered, or reports a state
@@ -310,11 +236,3 @@ class MemoryService:
     def reindex(self, owner: str | None = None, *, batch_size: int = 256) -> int:
         """Rebuild Milvus from SQL (all owners, or one); returns the vectors written (see :meth:`Upkeep.reindex`)."""
         return self.upkeep.reindex(owner, batch_size=batch_size)
-
-
-def _parse(model: type[M], **fields: Any) -> M:
-    """Build a request model, turning validation errors into ``InvalidInput``."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise InvalidInput(str(exc)) from exc

@@ -11,6 +11,7 @@ import pytest
 from cluster.core.types import utcnow
 from cluster.experience.ports import IndexRow
 from cluster.experience.repository import SqlExperienceStore
+from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.services import Services, build_services
 from cluster.settings import Settings
 from cluster.storage.milvus import MilvusLiteServer
@@ -126,10 +127,10 @@ def test_hindsight_reindex_rebuilds_lost_memory_vectors(settings: Settings, monk
     svc = build_services(settings)
     try:
         for key, value in facts.items():
-            svc.memory.write("ops", key, value)
-        svc.memory.write("other", "note", "An unrelated owner's memory")
+            svc.memory.apply_write("ops", MemoryWrite(key=key, value=value))
+        svc.memory.apply_write("other", MemoryWrite(key="note", value="An unrelated owner's memory"))
         question = "which region does billing deploy to"
-        before = [h.memory.key for h in svc.memory.query("ops", question, top_k=3).hits]
+        before = [h.memory.key for h in svc.memory.run_query("ops", MemoryQuery(query=question, top_k=3)).hits]
         seqs = sorted(svc.memory.index.seqs("ops"))
         svc.memory.index.delete("ops", seqs)  # Milvus lost this owner's vectors
         assert svc.memory.index.seqs("ops") == set()
@@ -142,7 +143,7 @@ def test_hindsight_reindex_rebuilds_lost_memory_vectors(settings: Settings, monk
 
         assert sorted(svc.memory.index.seqs("ops")) == seqs
         assert len(svc.memory.index.seqs("other")) == 1
-        hits = svc.memory.query("ops", question, top_k=3).hits
+        hits = svc.memory.run_query("ops", MemoryQuery(query=question, top_k=3)).hits
         assert [h.memory.key for h in hits] == before
         assert "dense" in hits[0].why.stages
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cluster.jobs.repository import SqlJobStore
+from cluster.memory.models import MemoryWrite
 from cluster.services import build_services
 from cluster.settings import Settings
 from cluster.storage.db import Database
@@ -115,7 +116,7 @@ def test_a_reindex_job_of_the_memories_rebuilds_them_without_ray(
     services = build_services(settings)
     try:
         for key, value in (("tea", "Alice drinks green tea"), ("car", "The car needs new tyres")):
-            services.memory.write("alice", key, value)
+            services.memory.apply_write("alice", MemoryWrite(key=key, value=value))
         index = services.memory.index
         index.delete("alice", sorted(index.seqs("alice"))[:1])  # a vector lost
         assert len(index.seqs("alice")) == 1

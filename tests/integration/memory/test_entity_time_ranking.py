@@ -9,7 +9,7 @@ from sqlalchemy import select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryHit, MemoryWrite, ServedMemory
+from cluster.memory.models import MemoryHit, MemoryQuery, MemoryWrite, ServedMemory
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.repository.queue import IndexQueue
 from cluster.memory.repository.search import Search
@@ -29,7 +29,7 @@ def said(key: str, speaker: str, text: str, day: str) -> MemoryWrite:
 
 
 def top(service: MemoryService, question: str) -> MemoryHit:
-    return service.query("team", question, top_k=3, now=T0).hits[0]
+    return service.run_query("team", MemoryQuery(query=question, top_k=3), now=T0).hits[0]
 
 
 @pytest.fixture
@@ -83,9 +83,17 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
 ) -> None:
     memory = MemoryService(database, embedder, index)
     people = {"people": ["Bob", "Eve"], "place": {"city": "Paris"}, "location": 3, "session": "s1"}
-    memory.write("alice", "a", "one", entity="Project Apollo", metadata={"speaker": "Caroline", **people}, now=T0)
-    memory.write("alice", "b", "two", metadata={"speaker": "Caroline", "author": "Melanie", "person": ""}, now=T0)
-    memory.write("bob", "c", "three", metadata={"speaker": "Zed"}, now=T0)
+    memory.apply_write(
+        "alice",
+        MemoryWrite(key="a", value="one", entity="Project Apollo", metadata={"speaker": "Caroline", **people}),
+        now=T0,
+    )
+    memory.apply_write(
+        "alice",
+        MemoryWrite(key="b", value="two", metadata={"speaker": "Caroline", "author": "Melanie", "person": ""}),
+        now=T0,
+    )
+    memory.apply_write("bob", MemoryWrite(key="c", value="three", metadata={"speaker": "Zed"}), now=T0)
 
     def names(after: int) -> tuple[set[str], int]:
         with database.read() as session:
@@ -95,10 +103,14 @@ def test_entity_names_are_the_distinct_strings_an_owners_memories_name(
     # Only strings count: not a list, an object or a number under a name key, nor an empty name.
     assert found == {"Project Apollo", "Caroline", "Melanie"}
     # A name key in another style counts; a key that only looks like one does not.
-    memory.write("alice", "s", "styled", metadata={"Speaker-Name": "Gina", "speakers_list": "Jon"}, now=T0)
+    memory.apply_write(
+        "alice", MemoryWrite(key="s", value="styled", metadata={"Speaker-Name": "Gina", "speakers_list": "Jon"}), now=T0
+    )
     styled, newest = names(newest)
     assert styled == {"Gina"}
-    memory.write("alice", "d", "four", metadata={"speaker": "Dora", "author": "Melanie"}, now=T0)
+    memory.apply_write(
+        "alice", MemoryWrite(key="d", value="four", metadata={"speaker": "Dora", "author": "Melanie"}), now=T0
+    )
     grown, newer = names(newest)
     assert (grown, newer > newest) == ({"Dora", "Melanie"}, True)
     assert names(newer) == (set(), newer)
@@ -154,7 +166,7 @@ def test_a_json_value_tells_its_conversation_day_and_people_as_metadata_would(
     assert contexts["t2"] is None
     # The speakers are the owner's entities (read in SQL), and each turn speaks of its own day.
     assert names == {"Gina", "Jon"}
-    hit = service.query("team", "what was Jon reading in May 2023", top_k=3, now=T0).hits[0]
+    hit = service.run_query("team", MemoryQuery(query="what was Jon reading in May 2023", top_k=3), now=T0).hits[0]
     assert hit.memory.key == "t1"
     assert hit.why.entities == ("Jon",)
     assert ServedMemory.of(hit).day == date(2023, 5, 8)

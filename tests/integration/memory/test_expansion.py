@@ -8,7 +8,7 @@ import pytest
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryWrite
+from cluster.memory.models import MemoryForget, MemoryQuery, MemoryWrite
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.repository.search import Search
 from cluster.memory.service import MemoryService
@@ -47,7 +47,7 @@ def test_expansion_words_come_from_the_owners_memories_and_say_so(
     services: tuple[MemoryService, MemoryService],
 ) -> None:
     expanding, plain = services
-    result = expanding.query("fleet", QUESTION, top_k=3, now=T0)
+    result = expanding.run_query("fleet", MemoryQuery(query=QUESTION, top_k=3), now=T0)
     assert result.expansions, "the question's words should have neighbours among the owner's words"
     owner_words = {w.strip(".,").lower() for _, _, text in SAID for w in text.split()}
     assert "puppy" in result.expansions
@@ -58,7 +58,7 @@ def test_expansion_words_come_from_the_owners_memories_and_say_so(
     assert "expansion" in hit.why.stages
     assert hit.why.expanded == ("puppy",)
     # Without expansion nothing says so.
-    unexpanded = plain.query("fleet", QUESTION, top_k=3, now=T0)
+    unexpanded = plain.run_query("fleet", MemoryQuery(query=QUESTION, top_k=3), now=T0)
     assert unexpanded.expansions == ()
     assert all("expansion" not in h.why.stages and not h.why.expanded for h in unexpanded.hits)
 
@@ -67,11 +67,16 @@ def test_another_process_expands_the_same_way(
     services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
 ) -> None:
     expanding, _ = services
-    expanding.query("fleet", QUESTION, top_k=5, now=T0)  # builds this process's term space
+    expanding.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0)  # builds this process's term space
     # A memory written after the first service built its term space: both see it at the next query.
-    expanding.write("fleet", "kennel", "Melanie: The kennel keeps our pup while we travel.", now=T0)
+    expanding.apply_write(
+        "fleet", MemoryWrite(key="kennel", value="Melanie: The kennel keeps our pup while we travel."), now=T0
+    )
     fresh = MemoryService(database, embedder, index, cache_bytes=0)
-    again, other = expanding.query("fleet", QUESTION, top_k=5, now=T0), fresh.query("fleet", QUESTION, top_k=5, now=T0)
+    again, other = (
+        expanding.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0),
+        fresh.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0),
+    )
     assert again.expansions == other.expansions
     assert [h.memory.key for h in again.hits] == [h.memory.key for h in other.hits]
     assert "kennel" in [h.memory.key for h in again.hits]
@@ -81,12 +86,16 @@ def test_a_forgotten_memorys_words_are_no_longer_expansions_in_any_process(
     services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
 ) -> None:
     expanding, _ = services
-    assert "puppy" in expanding.query("fleet", QUESTION, top_k=5, now=T0).expansions
-    shelter = next(h.memory for h in expanding.query("fleet", "adopted puppy shelter", top_k=1, now=T0).hits)
-    expanding.forget("fleet", shelter.memory_id)
+    assert "puppy" in expanding.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0).expansions
+    shelter = next(
+        h.memory for h in expanding.run_query("fleet", MemoryQuery(query="adopted puppy shelter", top_k=1), now=T0).hits
+    )
+    expanding.apply_forget("fleet", MemoryForget(memory_id=shelter.memory_id))
     # This process's term space still holds "puppy"; the store no longer does.
-    after = expanding.query("fleet", QUESTION, top_k=5, now=T0)
-    fresh = MemoryService(database, embedder, index, cache_bytes=0).query("fleet", QUESTION, top_k=5, now=T0)
+    after = expanding.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0)
+    fresh = MemoryService(database, embedder, index, cache_bytes=0).run_query(
+        "fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0
+    )
     assert "puppy" not in after.expansions
     assert after.expansions == fresh.expansions
     assert [h.memory.key for h in after.hits] == [h.memory.key for h in fresh.hits]
@@ -112,21 +121,21 @@ def test_word_vectors_are_embedded_once_for_every_process(
     services: tuple[MemoryService, MemoryService], database: Database, embedder: Embedder, index: MilvusMemoryIndex
 ) -> None:
     first = MemoryService(database, embedder, index, cache_bytes=0, embedder_name="minilm test")
-    expected = first.query("fleet", QUESTION, top_k=5, now=T0)
+    expected = first.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0)
     assert first.words is not None
     first.words.wait()
     # A fresh process reads the owner's words and the question's from SQL: it embeds only the question.
     counting = Counting(embedder)
     second = MemoryService(database, counting, index, cache_bytes=0, embedder_name="minilm test")
-    got = second.query("fleet", QUESTION, top_k=5, now=T0)
+    got = second.run_query("fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0)
     assert counting.texts == [QUESTION]
     assert got.expansions == expected.expansions
     assert "puppy" in got.expansions
     assert [(h.memory.key, h.score) for h in got.hits] == [(h.memory.key, h.score) for h in expected.hits]
     # Another embedder's vectors are not comparable: its process embeds every word itself.
     other = Counting(embedder)
-    MemoryService(database, other, index, cache_bytes=0, embedder_name="another model").query(
-        "fleet", QUESTION, top_k=5, now=T0
+    MemoryService(database, other, index, cache_bytes=0, embedder_name="another model").run_query(
+        "fleet", MemoryQuery(query=QUESTION, top_k=5), now=T0
     )
     assert "puppy" in other.texts
 
@@ -137,7 +146,11 @@ def test_held_words_are_words_of_a_memorys_text_alone(
     # A context copied from a neighbour (or a key) may name what only a forgotten memory said:
     # such a word must not count as held, on either database.
     service = MemoryService(database, embedder, index, cache_bytes=0)
-    service.write("fleet", "pets/kitten", "We adopted a puppy.", context="The kitten sleeps all day.", now=T0)
+    service.apply_write(
+        "fleet",
+        MemoryWrite(key="pets/kitten", value="We adopted a puppy.", context="The kitten sleeps all day."),
+        now=T0,
+    )
     with database.read() as session:
         held = Search(session, "fleet", database.dialect).held_words(["puppy", "kitten", "sleeps", "pets"])
     assert held == {"puppy"}

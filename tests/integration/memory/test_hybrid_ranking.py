@@ -6,7 +6,7 @@ import pytest
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryWrite
+from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
@@ -32,7 +32,7 @@ QUESTIONS = {
 
 
 def reciprocal_rank(service: MemoryService, question: str, gold: str) -> float:
-    keys = [hit.memory.key for hit in service.query("alice", question, top_k=5, now=T0).hits]
+    keys = [hit.memory.key for hit in service.run_query("alice", MemoryQuery(query=question, top_k=5), now=T0).hits]
     return 1.0 / (keys.index(gold) + 1) if gold in keys else 0.0
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import case, select, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryWrite, Turn
+from cluster.memory.models import MemoryForget, MemoryObserve, MemoryQuery, MemoryWrite, Turn
 from cluster.memory.policy import MemoryScope, RankingPolicy, Ttl
 from cluster.memory.service import MemoryService
 from cluster.memory.tables import MemoryOwnerRow, MemoryRow
@@ -38,7 +38,10 @@ def lexical(database: Database, embedder: Embedder, index: MilvusMemoryIndex) ->
 
 
 def found(memory: MemoryService, owner: str, query: str) -> list[str]:
-    return sorted(hit.memory.key for hit in memory.query(owner, query, top_k=10, now=T0 + timedelta(days=1)).hits)
+    return sorted(
+        hit.memory.key
+        for hit in memory.run_query(owner, MemoryQuery(query=query, top_k=10), now=T0 + timedelta(days=1)).hits
+    )
 
 
 def contexts(database: Database, owner: str) -> dict[str, str | None]:
@@ -70,7 +73,7 @@ def test_a_turn_is_found_by_the_words_of_the_turns_told_beside_it(lexical: Memor
 def test_forgetting_a_turn_takes_its_words_out_of_its_neighbours(lexical: MemoryService) -> None:
     written = [lexical.apply_write("alice", turn(key, text), now=T0) for key, text in TURNS]
     assert found(lexical, "alice", "Becky Chambers") == ["d1", "d2", "d3"]
-    lexical.forget("alice", written[1].memory_id)
+    lexical.apply_forget("alice", MemoryForget(memory_id=written[1].memory_id))
     assert found(lexical, "alice", "Becky Chambers") == []
     # d1 and d3 are now each other's neighbours.
     assert found(lexical, "alice", "small angry planet") == ["d1", "d3"]
@@ -98,8 +101,10 @@ def test_a_forget_also_reaches_a_neighbour_superseded_since(lexical: MemoryServi
     written = [lexical.apply_write("alice", turn(key, text), now=T0) for key, text in TURNS]
     # d2's first version held d3's words; a new version of d2 supersedes it but history still searches it.
     lexical.apply_write("alice", turn("d2", "Caroline: Mostly Ursula Le Guin."), now=T0 + timedelta(hours=1))
-    lexical.forget("alice", written[2].memory_id)
-    history = lexical.query("alice", "small angry planet", include_history=True, now=T0 + timedelta(days=1))
+    lexical.apply_forget("alice", MemoryForget(memory_id=written[2].memory_id))
+    history = lexical.run_query(
+        "alice", MemoryQuery(query="small angry planet", include_history=True), now=T0 + timedelta(days=1)
+    )
     assert history.hits == ()
 
 
@@ -124,7 +129,7 @@ def test_an_expired_turn_is_no_later_turns_neighbour_and_a_forget_reaches_past_i
     assert stored["d3"] == TURNS[0][1]
     assert stored["d1"] == TURNS[2][1]
     # d3 holds d1's words past the expired d2: forgetting d1 reaches it.
-    lexical.forget("alice", written.memory_id)
+    lexical.apply_forget("alice", MemoryForget(memory_id=written.memory_id))
     assert found(lexical, "alice", "reading lately") == []
 
 
@@ -243,23 +248,42 @@ def test_a_promoted_turn_is_found_by_the_turns_logged_beside_it(lexical: MemoryS
     # Only Caroline's answer is promoted; the log holds the question it answers and the reply it got.
     for i, (_, text) in enumerate(TURNS):
         speaker, said = text.split(": ", 1)
-        lexical.observe("alice", "s1", Turn(speaker=speaker, text=said, at=T0 + timedelta(minutes=i)), now=T0)
-    lexical.observe("alice", "s2", Turn(text="Another Becky Chambers, the Wayfarers again", at=T0 + timedelta(days=2)))
+        lexical.apply_observe(
+            "alice",
+            MemoryObserve(session_id="s1", turn=Turn(speaker=speaker, text=said, at=T0 + timedelta(minutes=i))),
+            now=T0,
+        )
+    lexical.apply_observe(
+        "alice",
+        MemoryObserve(
+            session_id="s2", turn=Turn(text="Another Becky Chambers, the Wayfarers again", at=T0 + timedelta(days=2))
+        ),
+    )
     report = lexical.reevaluate("alice", now=T0 + timedelta(days=2, minutes=1))
     answer = lexical.get("alice", report.memory_ids[0])
     assert answer.value == TURNS[1][1]
     assert contexts(database, "alice")[answer.key] == f"{TURNS[0][1]}\n{TURNS[2][1]}"
     # "reading" is only the question's word: the promoted answer is found by it.
-    hits = lexical.query("alice", "what has she been reading", top_k=10, now=T0 + timedelta(days=3)).hits
+    hits = lexical.run_query(
+        "alice", MemoryQuery(query="what has she been reading", top_k=10), now=T0 + timedelta(days=3)
+    ).hits
     assert [h.memory.memory_id for h in hits] == [answer.memory_id]
 
 
 def test_a_turn_promoted_as_it_is_logged_is_found_by_the_turn_before_it(
     lexical: MemoryService, database: Database
 ) -> None:
-    lexical.observe("alice", "s1", Turn(speaker="Melanie", text="Where do you live these days?", at=T0), now=T0)
-    moved = lexical.observe("alice", "s1", Turn(speaker="Caroline", text="I moved to Berlin", at=T0), now=T0)
+    lexical.apply_observe(
+        "alice",
+        MemoryObserve(session_id="s1", turn=Turn(speaker="Melanie", text="Where do you live these days?", at=T0)),
+        now=T0,
+    )
+    moved = lexical.apply_observe(
+        "alice", MemoryObserve(session_id="s1", turn=Turn(speaker="Caroline", text="I moved to Berlin", at=T0)), now=T0
+    )
     assert moved.promoted is not None
     assert contexts(database, "alice")[moved.key] == "Melanie: Where do you live these days?"
-    hits = lexical.query("alice", "where does Caroline live these days", top_k=10, now=T0 + timedelta(hours=1)).hits
+    hits = lexical.run_query(
+        "alice", MemoryQuery(query="where does Caroline live these days", top_k=10), now=T0 + timedelta(hours=1)
+    ).hits
     assert [h.memory.memory_id for h in hits] == [moved.promoted.memory_id]

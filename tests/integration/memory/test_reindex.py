@@ -9,7 +9,7 @@ import pytest
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex, VectorRow
-from cluster.memory.models import MemoryWrite
+from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
 from cluster.memory.word_store import SharedWordVectors
@@ -33,7 +33,7 @@ def test_a_rebuild_keeps_queries_answering_and_repairs_lost_and_left_over_vector
     writes = [MemoryWrite(key="tea", value="Alice drinks green tea every morning")]
     writes += [MemoryWrite(key=f"fact{i}", value=text) for i, text in enumerate(FACTS)]
     serving.apply_writes("alice", writes, now=T0)
-    serving.write("bob", "tea", "Bob drinks black tea", now=T0)
+    serving.apply_write("bob", MemoryWrite(key="tea", value="Bob drinks black tea"), now=T0)
     kept = sql_seqs(serving, "alice")
     # Damage the index: some vectors lost, one left behind by a memory SQL no longer has.
     lost = sorted(kept)[1:41]  # not the first, the one the queries below look for
@@ -49,7 +49,7 @@ def test_a_rebuild_keeps_queries_answering_and_repairs_lost_and_left_over_vector
     upsert = rebuilding.upsert
 
     def answer_then_upsert(rows: Any, **kwargs: Any) -> None:
-        hit = serving.query("alice", "which hot beverage in the morning", now=T0).hits[0]
+        hit = serving.run_query("alice", MemoryQuery(query="which hot beverage in the morning"), now=T0).hits[0]
         ranks.append((hit.memory.key, hit.why.dense_rank))
         upsert(rows, **kwargs)
 
@@ -92,7 +92,7 @@ def test_a_collection_made_for_another_vector_length_is_rebuilt_from_scratch(
         assert service.reindex() == 1
         assert not index.holds_other_dimension()
         assert index.seqs("alice") == sql_seqs(service, "alice")
-        assert service.query("alice", "hot beverage", now=T0).hits[0].why.dense_rank == 1
+        assert service.run_query("alice", MemoryQuery(query="hot beverage"), now=T0).hits[0].why.dense_rank == 1
     finally:
         milvus_client.drop_collection(name)
 
@@ -101,8 +101,8 @@ def test_a_rebuild_of_every_owner_drops_other_embedders_word_vectors(
     database: Database, embedder: Embedder, index: MilvusMemoryIndex
 ) -> None:
     service = MemoryService(database, embedder, index, embedder_name="minilm test")
-    service.write("alice", "pet", "I adopted a puppy from the shelter", now=T0)
-    service.query("alice", "What kind of dog?", now=T0)  # stores this embedder's words
+    service.apply_write("alice", MemoryWrite(key="pet", value="I adopted a puppy from the shelter"), now=T0)
+    service.run_query("alice", MemoryQuery(query="What kind of dog?"), now=T0)  # stores this embedder's words
     former = SharedWordVectors(database, "a former model")
     former.save({"puppy": np.ones(3, dtype=np.float32)})
     former.wait()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.policy import Ttl
 from cluster.memory.service import MemoryService
 from tests.integration.memory.conftest import T0
@@ -16,15 +17,17 @@ PLUS_14 = timezone(timedelta(hours=14))
 MINUS_10 = timezone(timedelta(hours=-10))
 
 
-def ids(memory: MemoryService, query: str, **kwargs: object) -> list[object]:
-    return [h.memory.memory_id for h in memory.query("alice", query, **kwargs).hits]  # type: ignore[arg-type]
+def ids(memory: MemoryService, query: str, *, now: datetime, as_of: datetime | None = None) -> list[object]:
+    return [h.memory.memory_id for h in memory.run_query("alice", MemoryQuery(query=query, as_of=as_of), now=now).hits]
 
 
 def test_a_window_ending_at_a_plus_14_offset_expires_at_that_instant(memory: MemoryService) -> None:
     until = (T0 + timedelta(hours=1)).astimezone(PLUS_14)
-    meeting = memory.write(
-        "alice", "meeting", "Alice meets the design team", ttl=Ttl(kind="window", valid_until=until), now=T0
-    )
+    meeting = memory.apply_write(
+        "alice",
+        MemoryWrite(key="meeting", value="Alice meets the design team", ttl=Ttl(kind="window", valid_until=until)),
+        now=T0,
+    ).memory_id
     assert memory.get("alice", meeting).expires_at == T0 + timedelta(hours=1)
     assert ids(memory, "design team meeting", now=T0 + timedelta(minutes=59)) == [meeting]
     assert ids(memory, "design team meeting", now=T0 + timedelta(minutes=61)) == []
@@ -33,13 +36,13 @@ def test_a_window_ending_at_a_plus_14_offset_expires_at_that_instant(memory: Mem
 
 def test_a_window_starting_at_a_minus_10_offset_is_visible_from_that_instant(memory: MemoryService) -> None:
     start = T0.astimezone(MINUS_10)
-    trip = memory.write(
+    trip = memory.apply_write(
         "alice",
-        "trip",
-        "Alice is travelling in Hangzhou",
-        ttl=Ttl(kind="window", valid_from=start, seconds=3600),
+        MemoryWrite(
+            key="trip", value="Alice is travelling in Hangzhou", ttl=Ttl(kind="window", valid_from=start, seconds=3600)
+        ),
         now=T0,
-    )
+    ).memory_id
     record = memory.get("alice", trip)
     assert record.valid_from == T0
     assert record.valid_from.utcoffset() == timedelta(0)
@@ -48,8 +51,10 @@ def test_a_window_starting_at_a_minus_10_offset_is_visible_from_that_instant(mem
 
 
 def test_as_of_with_an_offset_answers_at_that_instant(memory: MemoryService) -> None:
-    first = memory.write("alice", "city", "Alice lives in Lisbon", now=T0)
-    second = memory.write("alice", "city", "Alice moved to Porto", now=T0 + timedelta(hours=2))
+    first = memory.apply_write("alice", MemoryWrite(key="city", value="Alice lives in Lisbon"), now=T0).memory_id
+    second = memory.apply_write(
+        "alice", MemoryWrite(key="city", value="Alice moved to Porto"), now=T0 + timedelta(hours=2)
+    ).memory_id
     later = T0 + timedelta(days=1)
     # One hour after the first write, in two spellings far from UTC.
     for zone in (PLUS_14, MINUS_10):
