@@ -7,12 +7,12 @@ tuning in ``bench/locomo/cv.py`` and the tests.
 
 from __future__ import annotations
 
-from cluster.memory.ranking.entity import Entity
-from cluster.memory.ranking.expansion import Expansion
-from cluster.memory.ranking.fusion import Fusion
-from cluster.memory.ranking.session import Session
-from cluster.memory.ranking.sources import Dense, Lexical
 from cluster.memory.ranking.stage import Stage
-from cluster.memory.ranking.temporal import Temporal
+from cluster.memory.ranking.stages.entity import Entity
+from cluster.memory.ranking.stages.expansion import Expansion
+from cluster.memory.ranking.stages.fusion import Fusion
+from cluster.memory.ranking.stages.session import Session
+from cluster.memory.ranking.stages.sources import Dense, Lexical
+from cluster.memory.ranking.stages.temporal import Temporal
 
 STAGES: tuple[type[Stage], ...] = (Dense, Lexical, Expansion, Fusion, Entity, Temporal, Session)

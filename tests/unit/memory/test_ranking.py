@@ -20,9 +20,9 @@ from cluster.memory.ranking import (
     plan_query,
     rank,
 )
-from cluster.memory.ranking.fusion import fuse
 from cluster.memory.ranking.registry import STAGES
 from cluster.memory.ranking.stage import Board, Note, Source, Stage
+from cluster.memory.ranking.stages.fusion import fuse
 from cluster.memory.timeparse import Interval
 
 DAY = date(2023, 5, 9)
