@@ -1,4 +1,4 @@
-"""Whose templates: the owner check of every experience operation, and the ids of owners' copies.
+"""Whose templates: the ids of owners' copies (the owner check is :func:`cluster.core.owner.check_owner`).
 
 Templates are stored per owner. A template the engine learned, or one read from an import file,
 is named by its content or by whoever exported it; the owner's copy gets an id of its own, stable
@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import uuid
 
-from cluster.core.errors import InvalidInput
+from cluster.core.owner import check_owner
 from cluster.experience.repository import FIRST_VERSION
+
+__all__ = ["IMPORT_NAMESPACE", "VERSION_NAMESPACE", "check_owner", "owned_id"]
 
 # Learned templates, and imported ones whose id is not already the owner's, get a stable id of
 # the owner's own: uuid5(this, "owner:id").
 IMPORT_NAMESPACE = uuid.UUID("5f0b7c1e-8d9a-4c55-9d47-3a1f6c2e8b10")
 # Library versions after the first name their templates in this namespace: uuid5(this, "version:owner:id").
 VERSION_NAMESPACE = uuid.UUID("b3c41f0e-2a57-4d9b-8e61-7f05d2c9a4e3")
-
-
-def check_owner(owner: str) -> str:
-    if not owner or len(owner) > 200 or any(ord(c) < 32 for c in owner):
-        raise InvalidInput("owner must be 1-200 printable characters")
-    return owner
 
 
 def owned_id(owner: str, template_id: uuid.UUID, version: int = FIRST_VERSION) -> uuid.UUID:

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from actors.engine import carry_feedback
-from cluster.core.errors import Conflict, InvalidInput, NotFound
+from cluster.core.errors import Conflict, NotFound
+from cluster.core.owner import check_owner
 from cluster.experience.models import (
     ConfidenceReason,
     DiffEntry,
@@ -33,12 +34,6 @@ from cluster.storage.db import Database
 logger = logging.getLogger(__name__)
 
 
-def _check_owner(owner: str) -> str:
-    if not owner or len(owner) > 200 or any(ord(c) < 32 for c in owner):
-        raise InvalidInput("owner must be 1-200 printable characters")
-    return owner
-
-
 class LibraryVersions:
     """The versions of owners' experience libraries, on the SQL database alone.
 
@@ -52,11 +47,11 @@ class LibraryVersions:
     def versions(self, owner: str) -> list[LibraryVersion]:
         """The owner's versions, oldest first (empty for an owner that never learned anything)."""
         with self.db.read() as session:
-            return SqlExperienceStore(session).versions(_check_owner(owner))
+            return SqlExperienceStore(session).versions(check_owner(owner))
 
     def active(self, owner: str) -> int:
         with self.db.read() as session:
-            return SqlExperienceStore(session).active_version(_check_owner(owner))
+            return SqlExperienceStore(session).active_version(check_owner(owner))
 
     def promote(self, owner: str, version: int, *, force: bool = False) -> LibrarySwitch:
         """Serve ``version`` from now on; the version served until now becomes the one rollback returns to.
@@ -66,7 +61,7 @@ class LibraryVersions:
             Conflict: some of its templates have no vector yet (queries would miss them); wait
                 for the indexer or run ``hindsight reindex``, or pass ``force``.
         """
-        _check_owner(owner)
+        check_owner(owner)
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             store.lock_owner(owner)
@@ -92,7 +87,7 @@ class LibraryVersions:
         Raises:
             NotFound: there is no previous version (never switched, or it was pruned).
         """
-        _check_owner(owner)
+        check_owner(owner)
         with self.db.transaction() as session:
             store = SqlExperienceStore(session)
             store.lock_owner(owner)
@@ -114,7 +109,7 @@ class LibraryVersions:
         Raises:
             NotFound: either version does not exist.
         """
-        _check_owner(owner)
+        check_owner(owner)
         with self.db.read() as session:
             store = SqlExperienceStore(session)
             for version in (a, b):

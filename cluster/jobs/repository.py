@@ -7,7 +7,7 @@ that never finished is due at once, and starts from the watermark its last check
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
@@ -15,12 +15,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import LeaseLost, NotFound
+from cluster.core.types import utcnow
 from cluster.jobs.models import JobState
 from cluster.jobs.tables import JobRow
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class SqlJobStore:
@@ -54,7 +51,7 @@ class SqlJobStore:
         Due: never run, the last run never finished, or ``interval`` has passed since it ended.
         Returns the job as it was before this run (its watermark is where to start), or None.
         """
-        now = now or _now()
+        now = now or utcnow()
         row = self._session.scalar(select(JobRow).where(JobRow.name == name).with_for_update())
         if row is None:
             raise NotFound(f"job {name} has no state row; ensure() it first")
@@ -74,7 +71,7 @@ class SqlJobStore:
     def heartbeat(self, name: str, holder: str, lease: timedelta) -> bool:
         """Move ``holder``'s lease on to ``lease`` from now; False if it no longer holds the job."""
         result = self._session.execute(
-            update(JobRow).where(JobRow.name == name, JobRow.holder == holder).values(lease_until=_now() + lease)
+            update(JobRow).where(JobRow.name == name, JobRow.holder == holder).values(lease_until=utcnow() + lease)
         )
         return int(result.rowcount) == 1  # type: ignore[attr-defined]
 
@@ -106,7 +103,7 @@ class SqlJobStore:
         Raises:
             LeaseLost: ``holder`` no longer holds the job (its lease lapsed and another took it).
         """
-        now = now or _now()
+        now = now or utcnow()
         values: dict[str, Any] = {
             "holder": None,
             "lease_until": None,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import ColumnElement, Row, Table, bindparam, exists, func, insert, literal, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
+from cluster.core.types import utcnow
 from cluster.experience.models import RoleLibraries
 from cluster.trajectories.models import (
     AnalysisStatus,
@@ -53,10 +54,6 @@ class RunHold:
 
 
 NO_HOLD = RunHold(quiet=timedelta(0), longest=timedelta(0))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _lapsed(now: datetime) -> ColumnElement[bool]:
@@ -116,7 +113,7 @@ class SqlTrajectoryStore:
                 run_id=header.run_id,
                 status=TrajectoryStatus.OPEN.value,
                 node_count=0,
-                created_at=_now(),
+                created_at=utcnow(),
                 analysis_status=AnalysisStatus.NONE.value,
                 analysis_attempts=0,
             )
@@ -201,7 +198,7 @@ class SqlTrajectoryStore:
             raise Conflict(f"trajectory {trajectory_id} was already finalized with another outcome")
         row.status = TrajectoryStatus.FINALIZED.value
         row.outcome = outcome.model_dump(mode="json")
-        row.finalized_at = _now()
+        row.finalized_at = utcnow()
         row.analysis_status = AnalysisStatus.PENDING.value
         self._session.flush()
         return _trajectory(row, ())
@@ -257,7 +254,7 @@ class SqlTrajectoryStore:
         Postgres, concurrent workers skip each other's rows instead of waiting. A trajectory of a
         multi-agent run waits as ``run_hold`` says (default :class:`RunHold`).
         """
-        now = _now()
+        now = utcnow()
         query = (
             select(TrajectoryRow)
             .where(_claimable(now), _run_settled(now, run_hold or RunHold()))
@@ -278,7 +275,7 @@ class SqlTrajectoryStore:
     def has_claimable(self) -> bool:
         """Is any trajectory waiting for analysis, or any claim's lease lapsed? A read that spares an
         idle worker the write transaction of :meth:`claim_pending` (on SQLite, the file's write lock)."""
-        return self._session.scalar(select(literal(1)).where(_claimable(_now())).limit(1)) is not None
+        return self._session.scalar(select(literal(1)).where(_claimable(utcnow())).limit(1)) is not None
 
     def heartbeat(self, worker: str, trajectory_ids: Sequence[uuid.UUID], lease: timedelta) -> int:
         """Extend ``worker``'s claims on ``trajectory_ids`` to ``lease`` from now; returns how many it
@@ -292,13 +289,13 @@ class SqlTrajectoryStore:
                 TrajectoryRow.analysis_status == AnalysisStatus.CLAIMED.value,
                 TrajectoryRow.analysis_claimed_by == worker,
             )
-            .values(analysis_lease_until=_now() + lease)
+            .values(analysis_lease_until=utcnow() + lease)
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     def expire_leases(self) -> int:
         """Put every claim whose lease lapsed back in the queue; returns how many."""
-        return self._unclaim(_lapsed(_now()))
+        return self._unclaim(_lapsed(utcnow()))
 
     def release_claims(self, worker: str) -> int:
         """Put every claim ``worker`` holds back in the queue; returns how many.
@@ -336,7 +333,7 @@ class SqlTrajectoryStore:
         result = self._session.execute(
             query.values(
                 analysis_status=AnalysisStatus.DONE.value,
-                analysed_at=_now(),
+                analysed_at=utcnow(),
                 analysis_claimed_by=None,
                 analysis_lease_until=None,
             )
