@@ -15,6 +15,7 @@ from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder, embedder_identity, uncached
 from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
 from cluster.experience.index import MilvusExperienceIndex
+from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.jobs.repository import SqlJobStore
 from cluster.memory.index import COLLECTION, MilvusMemoryIndex
@@ -156,7 +157,7 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     services = Services(
         settings=settings,
         db=db,
-        capture=CaptureService(db, limits_of(settings)),
+        capture=CaptureService(db, limits_of(settings), experiences=SqlExperienceStore),
         experience=build_experience_service(settings, db, embedder=embedder, client=milvus),
         memory=build_memory_service(settings, database=db, embedder=embedder, milvus=milvus),
         milvus=milvus,

@@ -4,15 +4,15 @@ trajectory store."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from sqlalchemy.orm import Session
 
 from cluster.core.errors import HindsightError, InvalidInput, NotFound
-from cluster.experience.repository import SqlExperienceStore
 from cluster.storage.db import Database
 from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
+from cluster.trajectories.ports import ServedExperiences
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 
 
@@ -28,9 +28,19 @@ class RecordCall(NamedTuple):
 class CaptureService:
     """Records what agents did. Every call is one transaction: when it returns, the write is durable."""
 
-    def __init__(self, db: Database, limits: TrajectoryLimits | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        limits: TrajectoryLimits | None = None,
+        *,
+        experiences: Callable[[Session], ServedExperiences] | None = None,
+    ) -> None:
+        """``experiences`` opens the experience store on a unit of work's session (the composition
+        root passes ``SqlExperienceStore``), so that a finalize refuses experience ids the owner does
+        not have; without it those ids are not checked."""
         self.db = db
         self.limits = limits or TrajectoryLimits()
+        self.experiences = experiences
 
     def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
         with self.db.transaction() as session:
@@ -95,14 +105,15 @@ class CaptureService:
                 (checked here, so a bad id fails this call, not the background analysis).
         """
         with self.db.transaction() as session:
-            served = list(dict.fromkeys(outcome.served_template_ids))
-            known = SqlExperienceStore(session).existing_ids(owner, served)
-            unknown = [i for i in served if i not in known]
-            if unknown:
-                raise NotFound(
-                    f"served_template_ids: {len(unknown)} unknown experience id(s), e.g. {unknown[0]}; "
-                    "send the ids query_experience returned"
-                )
+            if self.experiences is not None:
+                served = list(dict.fromkeys(outcome.served_template_ids))
+                known = self.experiences(session).existing_ids(owner, served)
+                unknown = [i for i in served if i not in known]
+                if unknown:
+                    raise NotFound(
+                        f"served_template_ids: {len(unknown)} unknown experience id(s), e.g. {unknown[0]}; "
+                        "send the ids query_experience returned"
+                    )
             return SqlTrajectoryStore(session, self.limits).finalize(owner, trajectory_id, outcome)
 
     def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:

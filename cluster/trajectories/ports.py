@@ -1,4 +1,9 @@
-"""The trajectory store contract. ``cluster.trajectories.repository`` implements it on SQL."""
+"""What the trajectory concept needs from others, as contracts they meet without being imported here.
+
+Trajectories sit below experience: a finalize checks the experiences an outcome names, and batch
+jobs group roles that share a library, through these ports. The composition root
+(``cluster.services``) hands in the experience store; ``RoleLibraries`` meets :class:`RoleGrouping`.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +11,18 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
-from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
 
+class ServedExperiences(Protocol):
+    """An owner's experiences, read in the caller's unit of work (``SqlExperienceStore`` on its session)."""
 
-class TrajectoryStore(Protocol):
-    """Durable trajectories. Runs inside the caller's unit of work and never commits by itself.
-
-    Every method is constrained by ``owner``: another owner's trajectory is ``NotFound``.
-    """
-
-    def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
-        """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs)."""
+    def existing_ids(self, owner: str, template_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of ``template_ids`` are experiences of ``owner``; the others are unknown or another owner's."""
         ...
 
-    def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
-        """Add nodes atomically: all or none.
 
-        Raises ``NotFound`` (trajectory or a parent unknown), ``Conflict`` (same id, other payload; a
-        second root), ``TrajectoryClosed`` (finalized and the node is new) or ``LimitExceeded``.
-        A node identical to a stored one is a no-op. Returns every id of the batch and the new node count.
-        """
-        ...
+class RoleGrouping(Protocol):
+    """Which library each role learns into (``RoleLibraries``, the ``shared_roles`` setting)."""
 
-    def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
-        """Close the trajectory and queue it for analysis; repeating the same outcome is a no-op."""
-        ...
-
-    def load(self, owner: str, trajectory_id: uuid.UUID) -> Trajectory:
-        """The trajectory with all its nodes in arrival order, read in one query."""
+    def library(self, role: str) -> str:
+        """The role whose library ``role`` learns into; a role sharing none is its own."""
         ...

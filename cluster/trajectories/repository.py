@@ -13,7 +13,6 @@ from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
 from cluster.core.types import utcnow
-from cluster.experience.models import RoleLibraries
 from cluster.trajectories.models import (
     AnalysisStatus,
     Node,
@@ -25,6 +24,7 @@ from cluster.trajectories.models import (
     TrajectoryStatus,
     check_batch,
 )
+from cluster.trajectories.ports import RoleGrouping
 from cluster.trajectories.tables import NodeRow, TrajectoryRow
 
 
@@ -91,13 +91,17 @@ _COUNT_NODES = (
 
 
 class SqlTrajectoryStore:
-    """Implements :class:`cluster.trajectories.ports.TrajectoryStore` inside one SQLAlchemy session."""
+    """Durable trajectories, inside the caller's SQLAlchemy session: it never commits by itself.
+
+    Every method is constrained by ``owner``: another owner's trajectory is ``NotFound``.
+    """
 
     def __init__(self, session: Session, limits: TrajectoryLimits | None = None) -> None:
         self._session = session
         self._limits = limits or TrajectoryLimits()
 
     def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
+        """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs)."""
         row = self._row(owner, header.trajectory_id, lock=False, missing_ok=True)
         if row is None:
             if self._session.get(TrajectoryRow, header.trajectory_id) is not None:
@@ -128,6 +132,12 @@ class SqlTrajectoryStore:
         return _trajectory(row, ())
 
     def append(self, owner: str, trajectory_id: uuid.UUID, nodes: Sequence[NodeIn]) -> RecordResult:
+        """Add nodes atomically: all or none.
+
+        Raises ``NotFound`` (trajectory or a parent unknown), ``Conflict`` (same id, other payload; a
+        second root), ``TrajectoryClosed`` (finalized and the node is new) or ``LimitExceeded``.
+        A node identical to a stored one is a no-op. Returns every id of the batch and the new node count.
+        """
         conn = self._session.connection()
         key = {"by_owner": owner, "by_trajectory": trajectory_id}
         locked = conn.execute(_LOCK_FOR_APPEND, key).first()
@@ -190,6 +200,7 @@ class SqlTrajectoryStore:
         return found is not None
 
     def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
+        """Close the trajectory and queue it for analysis; repeating the same outcome is a no-op."""
         row = self._row(owner, trajectory_id, lock=True)
         stored = row.outcome
         if row.status == TrajectoryStatus.FINALIZED.value:
@@ -404,7 +415,7 @@ class SqlTrajectoryStore:
         return list(self._session.scalars(query.order_by(TrajectoryRow.finalized_at.desc()).limit(limit)))
 
     def finalized_groups(
-        self, owner: str | None = None, roles: RoleLibraries | None = None
+        self, owner: str | None = None, roles: RoleGrouping | None = None
     ) -> dict[tuple[str, str, str | None], list[uuid.UUID]]:
         """Finalized trajectory ids by (owner, role, task_type), oldest first: what one batch job contrasts.
 
@@ -422,7 +433,7 @@ class SqlTrajectoryStore:
             groups.setdefault((row_owner, library(role), task_type), []).append(trajectory_id)
         return groups
 
-    def finalized_entries(self, owner: str, roles: RoleLibraries | None = None) -> list[FinalizedEntry]:
+    def finalized_entries(self, owner: str, roles: RoleGrouping | None = None) -> list[FinalizedEntry]:
         """The owner's finalized trajectories without their nodes, oldest first: what a job splits
         and groups before it reads the trajectories page by page (:meth:`load_many`).
 

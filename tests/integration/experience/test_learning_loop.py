@@ -10,6 +10,7 @@ from sqlalchemy import select
 from actors.engine import attribute_batch
 from cluster.analysis import AnalysisService, learn_batch
 from cluster.core.errors import NotFound
+from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
 from cluster.trajectories.capture import CaptureService
@@ -119,7 +120,9 @@ def test_one_owners_bad_served_id_does_not_stall_another_owners_learning(
 
 def test_finalize_refuses_a_served_id_the_owner_was_never_served(database: Database) -> None:
     (run, *_) = bulk_vs_single_runs()
-    capture = CaptureService(database, TrajectoryLimits(max_trajectory_nodes=50, max_context_bytes=2048))
+    capture = CaptureService(
+        database, TrajectoryLimits(max_trajectory_nodes=50, max_context_bytes=2048), experiences=SqlExperienceStore
+    )
     nodes = [NodeIn.model_validate(n.model_dump(exclude={"seq"})) for n in run.nodes]
     capture.record(OWNER, run.header.trajectory_id, nodes, run.header)
     with pytest.raises(NotFound, match="served_template_ids"):
