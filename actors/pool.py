@@ -19,16 +19,15 @@ import logging
 import socket
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import ray
 
-from cluster.jobs.runs import JobRuns
-from cluster.serve_config import AttributionConfig, ServeConfig
-from cluster.services import analysis_for, build_services
+from cluster.jobs.runs import JobRuns, RunReport
+from cluster.serve_config import AttributionConfig, Job, ServeConfig
+from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings
 from cluster.trajectories.repository import RunHold
-from pipelines.jobs import Job, run_job
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +90,18 @@ class AttributionWorker:
 JOB_POLL_S = 5.0
 
 
+class JobRunner(Protocol):
+    """One pass of a job under its lease, if due: ``pipelines.jobs.run_job``.
+
+    Handed in by whoever starts the scheduler, because the job kinds are pipelines, above the
+    actors: actors never import them.
+    """
+
+    def __call__(
+        self, runs: JobRuns, settings: Settings, name: str, job: Job, *, services: Services | None, force: bool
+    ) -> RunReport | None: ...
+
+
 @ray.remote(max_restarts=-1, num_cpus=0)
 class JobScheduler:
     """Runs each scheduled job when it is due, under the job's lease in SQL (``cluster.jobs.runs``).
@@ -101,10 +112,11 @@ class JobScheduler:
     name it takes back at once the runs it held, from their watermarks.
     """
 
-    def __init__(self, settings: Settings, jobs: dict[str, Job], holder: str) -> None:
+    def __init__(self, settings: Settings, jobs: dict[str, Job], holder: str, run_job: JobRunner) -> None:
         self._services = build_services(settings, migrate=False)
         self._settings = settings
         self._jobs = jobs
+        self._run_job = run_job
         self._runs = JobRuns(self._services.db, holder)
         self._running = False
 
@@ -119,7 +131,7 @@ class JobScheduler:
         while self._running:
             try:
                 report = await asyncio.to_thread(
-                    run_job, self._runs, self._settings, name, job, services=self._services, force=force
+                    self._run_job, self._runs, self._settings, name, job, services=self._services, force=force
                 )
             except Exception:
                 # E.g. SQL unreachable while taking the lease: try again at the next look.
@@ -150,11 +162,21 @@ def _options(env: dict[str, str] | None, **options: Any) -> dict[str, Any]:
 
 
 def start_scheduler(
-    settings: Settings, jobs: dict[str, Job], env: dict[str, str] | None = None, *, pool: str | None = None
+    settings: Settings,
+    jobs: dict[str, Job],
+    env: dict[str, str] | None = None,
+    *,
+    run_job: JobRunner,
+    pool: str | None = None,
 ) -> Any:
-    """Start the job scheduler, already looping; its lease holder name is the pool's (see :func:`pool_name`)."""
+    """Start the job scheduler, already looping; its lease holder name is the pool's (see :func:`pool_name`).
+
+    ``run_job`` runs one pass of a job (``pipelines.jobs.run_job``).
+    """
     holder = f"{pool or pool_name(settings)}/scheduler"
-    scheduler = JobScheduler.options(**_options(env)).remote(settings, jobs, holder)  # type: ignore[attr-defined]
+    scheduler = JobScheduler.options(**_options(env)).remote(  # type: ignore[attr-defined]
+        settings, jobs, holder, run_job
+    )
     scheduler.run.remote()
     return scheduler
 
@@ -185,12 +207,15 @@ def start_pool(
     return workers
 
 
-def start_background(settings: Settings, config: ServeConfig, env: dict[str, str] | None = None) -> list[Any]:
-    """Everything that runs beside the MCP endpoint: the attribution pool and the job scheduler."""
+def start_background(
+    settings: Settings, config: ServeConfig, env: dict[str, str] | None = None, *, run_job: JobRunner
+) -> list[Any]:
+    """Everything that runs beside the MCP endpoint: the attribution pool and the job scheduler,
+    which runs each job with ``run_job`` (``pipelines.jobs.run_job``)."""
     workers = start_pool(settings, config.attribution, env)
     jobs = config.scheduled_jobs()
     if jobs:
-        workers.append(start_scheduler(settings, jobs, env))
+        workers.append(start_scheduler(settings, jobs, env, run_job=run_job))
     return workers
 
 

@@ -19,9 +19,9 @@ from cluster.settings import load_settings
 
 if TYPE_CHECKING:
     from cluster.experience.versions import LibraryVersions
+    from cluster.serve_config import Job
     from cluster.services import Services
     from cluster.settings import Settings
-    from pipelines.jobs import Job
 
 app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
 
@@ -115,6 +115,7 @@ def workers(
     from cluster.metrics import metrics_dir, reset_metrics_dir
     from cluster.runner import ensure_ray, serve_pool_metrics
     from cluster.serve_config import load_serve_config
+    from pipelines.jobs import run_job
 
     settings = load_settings()
     serve_config = load_serve_config(config)
@@ -130,7 +131,7 @@ def workers(
         env = reset_metrics_dir(directory)
         if metrics_port is not None:
             server = serve_pool_metrics(directory, metrics_host, metrics_port)
-    pool = start_background(settings, serve_config, env)
+    pool = start_background(settings, serve_config, env, run_job=run_job)
     try:
         logging.getLogger(__name__).info("%d attribution workers running", serve_config.attribution.workers)
         _until_signalled()

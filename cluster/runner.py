@@ -38,6 +38,7 @@ from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import MilvusLiteServer, is_lite_target
 from cluster.trajectories.repository import SqlTrajectoryStore
+from pipelines.jobs import run_job
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class RunningService:
 
     def start_workers(self) -> None:
         if not self.workers:
-            self.workers = start_background(self.settings, self.config, self.metrics_env)
+            self.workers = start_background(self.settings, self.config, self.metrics_env, run_job=run_job)
 
     def stop_workers(self) -> None:
         stop_pool(self.workers)

@@ -164,7 +164,8 @@ class ConsolidateJob(_Job):
         return True
 
 
-JobConfig = Annotated[MaintenanceJob | ReindexJob | ConsolidateJob, Field(discriminator="kind")]
+Job = MaintenanceJob | ReindexJob | ConsolidateJob
+JobConfig = Annotated[Job, Field(discriminator="kind")]
 JobName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 
 # The name the ``maintenance:`` section's job runs under.
@@ -183,7 +184,7 @@ class ServeConfig(_Section):
         default_factory=dict, description="Scheduled jobs by name (lower case, digits, - and _)."
     )
 
-    def scheduled_jobs(self) -> dict[str, MaintenanceJob | ReindexJob | ConsolidateJob]:
+    def scheduled_jobs(self) -> dict[str, Job]:
         """The enabled jobs, with the ``maintenance:`` section's job unless ``jobs:`` declares one of that kind."""
         jobs = {name: job for name, job in self.jobs.items() if job.enabled}
         declared = any(job.kind == "maintenance" for job in self.jobs.values())

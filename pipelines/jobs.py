@@ -2,7 +2,8 @@
 
 Each kind is a function of the job's config and its run's :class:`~cluster.jobs.runs.JobContext`
 that returns a :class:`~cluster.jobs.runs.JobOutcome`; :func:`run_job` runs one under the job's
-lease. The scheduler actor (``actors.pool``) and ``hindsight jobs run`` both come through here.
+lease. The scheduler actor (``actors.pool``, handed this function by whoever starts it) and
+``hindsight jobs run`` both come through here.
 """
 
 from __future__ import annotations
@@ -15,15 +16,13 @@ from typing import Any
 
 from cluster.jobs.runs import JobContext, JobOutcome, JobRuns, RunReport
 from cluster.memory.maintenance import run_maintenance
-from cluster.serve_config import ConsolidateJob, MaintenanceJob, ReindexJob, Vectors
+from cluster.serve_config import Job, MaintenanceJob, ReindexJob, Vectors
 from cluster.services import Services, build_services
 from cluster.settings import Settings
 from pipelines.consolidate import consolidate
 from pipelines.reindex import reindex
 
 logger = logging.getLogger(__name__)
-
-Job = MaintenanceJob | ReindexJob | ConsolidateJob
 
 
 def run_job(

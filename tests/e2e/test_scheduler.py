@@ -18,6 +18,7 @@ from cluster.services import job_samples
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
+from pipelines.jobs import run_job
 from tests.cli_process import cli_json
 from tests.e2e.test_metrics import sample
 
@@ -49,7 +50,7 @@ def test_a_job_runs_on_its_interval_in_the_pool_and_shows_in_jobs_list(ray_sessi
     )
     env = reset_metrics_dir(tmp_path / "metrics")
     db = Database(settings.sql_url())
-    workers = start_background(settings, config, env)
+    workers = start_background(settings, config, env, run_job=run_job)
     try:
         wait_ready(workers, 60)
         first = wait_for_runs(db, "upkeep", 1, 60)
@@ -105,7 +106,7 @@ def test_a_job_run_at_start_runs_once_when_the_scheduler_starts_though_not_due(
             store.acquire("upkeep", "earlier/scheduler", interval=timedelta(hours=1), lease=timedelta(minutes=1))
             store.finish("upkeep", "earlier/scheduler", duration_s=0.1, result={"rows": 0}, watermark=None, error=None)
         job = MaintenanceJob(kind="maintenance", interval_s=3600, run_at_start=True)
-        scheduler = start_scheduler(settings, {"upkeep": job})
+        scheduler = start_scheduler(settings, {"upkeep": job}, run_job=run_job)
         try:
             wait_ready([scheduler], 60)
             state = wait_for_runs(db, "upkeep", 2, 60)
