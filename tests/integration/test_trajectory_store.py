@@ -1,4 +1,6 @@
-"""Trajectory capture on real SQLite and Postgres: every behaviour of DESIGN.md §1."""
+"""Trajectory capture on real SQLite and Postgres: nodes readable at once, idempotent resends, refused
+parents and limits, finalize rules, owner isolation, concurrent writers, and the analysis queue's claims
+(docs/reliability.md, "Analysis claims are heartbeated leases in a worker's name")."""
 
 from __future__ import annotations
 
