@@ -14,7 +14,7 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/hindsight demo
 
-# Postgres runs on the machine; start it if it is down (see PLATFORM.md).
+# Postgres runs on the machine (PostgreSQL 15 on 127.0.0.1:5432, trust auth; README.md); start it if it is down.
 postgres:
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 	@for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && exit 0; sleep 1; done; echo "Postgres did not start" >&2; exit 1
