@@ -11,11 +11,18 @@ Baselines measured in the same run:
   the engine's single bottom-up pass replaces (it computes scores only, no contrasts or templates);
 * ``JSON parse``: validating the same trajectories from JSON, a floor any worker pays anyway.
 
-    .venv/bin/python bench/attribution.py [--repeat 20] [--seed 7] [--no-gc]
+    .venv/bin/python bench/attribution.py [--repeat 20] [--seed 7] [--no-gc] [--cpu]
 
-``--no-gc`` switches Python's cyclic garbage collector off while timing: with ~50k live nodes
-in a 1000-trajectory batch, generation-2 collections cost as much as the work itself, for the
-engine and the JSON floor alike (a worker can raise ``gc`` thresholds for the same effect).
+The single trajectory's times are also given as multiples of the JSON parse floor (``x parse``),
+and each batch's as a multiple of the 100-trajectory batch's (``vs 100``: 10.0 at 1000 when
+the cost is linear), so runs on other machines or under other load compare. ``--cpu`` times
+this process's CPU instead of the wall clock: on a shared machine other processes' load then
+counts only through the caches they share.
+
+``--no-gc`` switches Python's cyclic garbage collector off while timing. ``attribute_batch``
+pauses it for its own work (it makes no reference cycles; with ~50k live nodes in a
+1000-trajectory batch, generation-2 collections took a quarter to two fifths of the time and
+grew faster than the batch), so the flag now mostly changes the JSON floor and the naive baseline.
 """
 
 from __future__ import annotations
@@ -131,13 +138,15 @@ def naive_credit(trajectory: Trajectory) -> dict[uuid.UUID, float]:
     return scores
 
 
-def best_of(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(median, min) wall seconds over ``repeat`` runs."""
+def best_of(
+    fn: Callable[[], object], repeat: int, clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, float]:
+    """(median, min) seconds of ``clock`` over ``repeat`` runs."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times), min(times)
 
 
@@ -146,7 +155,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while timing")
+    parser.add_argument(
+        "--cpu", action="store_true", help="time this process's CPU, not the wall clock (a shared machine)"
+    )
     args = parser.parse_args()
+    clock = time.process_time if args.cpu else time.perf_counter
     if args.no_gc:
         gc.disable()
     rng = random.Random(args.seed)
@@ -155,35 +168,44 @@ def main() -> None:
     decisions = sum(n.is_decision for n in big.nodes)
     leaves = len(big.leaves())
     big_json = big.model_dump_json()
-    print(f"garbage collector: {'off' if args.no_gc else 'on'}")
+    print(f"garbage collector: {'off' if args.no_gc else 'on'}; clock: {'process CPU' if args.cpu else 'wall'}")
     print(f"one trajectory: 500 nodes, {decisions} decisions, {leaves} leaves (median / best of {args.repeat})")
-    print(f"{'step':<28}{'median ms':>12}{'best ms':>10}")
     rows = [
         ("attribute_batch([t])", lambda: attribute_batch([big])),
         ("naive credit (baseline)", lambda: naive_credit(big)),
         ("JSON parse (floor)", lambda: Trajectory.model_validate_json(big_json)),
     ]
-    for name, fn in rows:
-        median, best = best_of(fn, args.repeat)
-        print(f"{name:<28}{median * 1e3:>12.2f}{best * 1e3:>10.2f}")
+    timed = [(name, *best_of(fn, args.repeat, clock)) for name, fn in rows]
+    floor = timed[-1][1]
+    # Times as multiples of the parse floor measured here: comparable across machines and loads.
+    print(f"{'step':<28}{'median ms':>12}{'best ms':>10}{'x parse':>10}")
+    for name, median, best in timed:
+        print(f"{name:<28}{median * 1e3:>12.2f}{best * 1e3:>10.2f}{median / floor:>10.1f}")
     found = sum(len(r.templates) for r in attribute_batch([big]))
     print(f"templates found: {found}")
 
     print()
-    print("batches of 50-node trajectories (median of 3; throughput from the median)")
-    print(
-        f"{'batch':>6}{'engine ms':>11}{'traj/s':>10}{'nodes/s':>11}{'templates':>11}{'parse ms':>10}{'naive ms':>10}"
-    )
+    print("batches of 50-node trajectories (median of 3; throughput from the median;")
+    print("vs 100: time over the 100-trajectory batch's, 10.0 at 1000 when the cost is linear)")
+    measured = []
     for size in (10, 100, 1000):
         batch = [make_trajectory(rng, 50) for _ in range(size)]
         payloads = [t.model_dump_json() for t in batch]
-        median, _ = best_of(lambda b=batch: attribute_batch(b), 3)  # type: ignore[misc]
-        parse, _ = best_of(lambda p=payloads: [Trajectory.model_validate_json(x) for x in p], 3)  # type: ignore[misc]
-        naive, _ = best_of(lambda b=batch: [naive_credit(t) for t in b], 1)  # type: ignore[misc]
+        median, _ = best_of(lambda b=batch: attribute_batch(b), 3, clock)  # type: ignore[misc]
+        parse, _ = best_of(lambda p=payloads: [Trajectory.model_validate_json(x) for x in p], 3, clock)  # type: ignore[misc]
+        naive, _ = best_of(lambda b=batch: [naive_credit(t) for t in b], 1, clock)  # type: ignore[misc]
         templates = sum(len(r.templates) for r in attribute_batch(batch))
+        measured.append((size, median, templates, parse, naive))
+    engine_100, parse_100 = next((m[1], m[3]) for m in measured if m[0] == 100)
+    print(
+        f"{'batch':>6}{'engine ms':>11}{'vs 100':>8}{'traj/s':>10}{'nodes/s':>11}{'templates':>11}"
+        f"{'parse ms':>10}{'vs 100':>8}{'naive ms':>10}"
+    )
+    for size, median, templates, parse, naive in measured:
         print(
-            f"{size:>6}{median * 1e3:>11.1f}{size / median:>10.0f}{size * 50 / median:>11.0f}"
-            f"{templates:>11}{parse * 1e3:>10.1f}{naive * 1e3:>10.1f}"
+            f"{size:>6}{median * 1e3:>11.1f}{median / engine_100:>8.2f}"
+            f"{size / median:>10.0f}{size * 50 / median:>11.0f}{templates:>11}"
+            f"{parse * 1e3:>10.1f}{parse / parse_100:>8.2f}{naive * 1e3:>10.1f}"
         )
 
     print()
@@ -192,7 +214,7 @@ def main() -> None:
     group, members = fleet_group(rng, 200)
     undo = uncached_value_kinds()
     try:
-        uncached, _ = best_of(lambda: attribute_batch(group, run_members=members), 3)
+        uncached, _ = best_of(lambda: attribute_batch(group, run_members=members), 3, clock)
     finally:
         undo()
 
@@ -200,7 +222,7 @@ def main() -> None:
         generalize.string_kind.cache_clear()  # each batch starts with an empty cache: no help from the last
         attribute_batch(group, run_members=members)
 
-    cached, _ = best_of(cold, 3)
+    cached, _ = best_of(cold, 3, clock)
     for name, seconds in (("uncached (baseline)", uncached), ("cached, cold for each batch", cached)):
         print(f"{name:<34}{seconds * 1e3:>11.1f}{len(group) / seconds:>10.0f}")
 

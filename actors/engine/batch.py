@@ -1,14 +1,17 @@
 """Batch entry point: attribute a batch of finalized trajectories, with optional stored history.
 
 ``attribute_batch`` is pure: no I/O, no clock, no randomness. Ray actors, ``@serve.batch`` and
-Ray Data ``map_batches`` wrap this one function, and a notebook can call it directly.
+Ray Data ``map_batches`` wrap this one function, and a notebook can call it directly. While it
+runs, the cyclic garbage collector's automatic passes are paused (:func:`_cyclic_gc_paused`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pydantic import Field
 
@@ -77,6 +80,39 @@ def attribute_batch(
     Raises:
         InvalidInput: Unknown scorer, or a scorer returned a non-finite score.
     """
+    with _cyclic_gc_paused():
+        return _attribute_batch(trajectories, history, scorer, run_members)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector's automatic passes while a batch is attributed.
+
+    Attribution makes no reference cycles: all it allocates is freed by reference counting, and
+    a pass finds nothing to collect. But it keeps several objects per decision alive until the
+    batch ends (observations, outcomes, scores), so passes of the oldest generation, each of
+    which walks every live object (the batch's trajectories too), come more often as the batch
+    grows: at 1,000 trajectories of 50 nodes they took a quarter to two fifths of the time and
+    made batch time grow faster than the batch. The switch is process-wide; collection resumes
+    when the batch is done if it was on (a caller that turned it off keeps it off). A scorer
+    that makes cycles leaves them to the first collection after the batch.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _attribute_batch(
+    trajectories: Sequence[Trajectory],
+    history: Sequence[Trajectory] | None,
+    scorer: str | Scorer,
+    run_members: Sequence[Trajectory],
+) -> list[AttributionResult]:
     fn = get_scorer(scorer) if isinstance(scorer, str) else scorer
     scorer_name = scorer if isinstance(scorer, str) else getattr(scorer, "__name__", type(scorer).__name__)
     batch_ids = {t.trajectory_id for t in trajectories}
@@ -145,7 +181,10 @@ def attribute_batch(
 
 
 def _outcome(o: Observation, pool: uuid.UUID | None) -> ActionOutcome:
-    return ActionOutcome(
+    # Built without validation: the parameters and context were validated with the node (the same
+    # JsonObject rules). Validating them again copied both dicts of every outcome (one per decision
+    # at a signature with a failure: 33,000 in a batch of 1,000) and took 2.5 times as long.
+    return ActionOutcome.model_construct(
         signature=o.key,
         action=o.action,
         params=o.node.action_params,

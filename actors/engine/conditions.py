@@ -44,11 +44,14 @@ conjunction cannot say it ("A or B"), :mod:`actors.engine.disjunction` learns al
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from pydantic import Field
 
@@ -136,31 +139,38 @@ def evaluate_predicate(predicate: Predicate, features: Features, snapshot: objec
         if isinstance(raw, list):
             return any(_same(item, target) for item in raw)
         return False
-    if predicate.feature not in features:
+    # One lookup, not ``in`` then ``[]``: the learner evaluates predicates on every run, many times.
+    value = features.get(predicate.feature, _MISSING)
+    if value is _MISSING:
         return None
-    value = features[predicate.feature]
     if op == "==":
         return _same(value, target)
     if op == "!=":
         return not _same(value, target)
     if op == "in":
         return isinstance(target, list) and any(_same(value, t) for t in target)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if not (is_number(value) and is_number(target)):
-        return False
+    # Plain ints and finite floats on both sides (nearly every run) skip the general checks below.
+    if not (_plain_number(value) and _plain_number(target)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if not (is_number(value) and is_number(target)):
+            return False
     assert isinstance(value, int | float)
     assert isinstance(target, int | float)
-    match op:
-        case ">":
-            return value > target
-        case ">=":
-            return value >= target
-        case "<":
-            return value < target
-        case "<=":
-            return value <= target
+    if op == ">":
+        return value > target
+    if op == "<=":
+        return value <= target
+    if op == ">=":
+        return value >= target
+    if op == "<":
+        return value < target
     return False
+
+
+def _plain_number(value: object) -> bool:
+    """An ``int`` or a finite ``float`` (exact types): :func:`is_number` without the isinstance checks."""
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def evaluate_features(
@@ -236,7 +246,10 @@ def holds(predicate: Predicate, features: Features) -> bool:
 
 
 def holds_all(predicates: Sequence[Predicate], features: Features) -> bool:
-    return all(holds(p, features) for p in predicates)
+    for predicate in predicates:
+        if evaluate_predicate(predicate, features) is not True:
+            return False
+    return True
 
 
 # --- learning ---------------------------------------------------------------------------------
@@ -266,26 +279,63 @@ class _Evidence:
         return (mask & self.pos_mask).bit_count(), (mask & self.neg_mask).bit_count()
 
 
+class Population(tuple[Features, ...]):
+    """Every run of a decision point, as ``population`` for :func:`learn_condition`.
+
+    Which features are categories depends on these runs alone, so a ``Population`` judges it
+    once for every condition learned at the decision point; a plain sequence is scanned again by
+    each call (several per pair of actions, each reading every run of the decision point).
+    """
+
+    @functools.cached_property
+    def categories(self) -> frozenset[str]:
+        """The features whose values are categories here (see the module docstring)."""
+        return categorical_features(self)
+
+
+def as_population(runs: Sequence[Features]) -> Population:
+    """``runs`` as a :class:`Population` (itself when it is one)."""
+    return runs if isinstance(runs, Population) else Population(runs)
+
+
+def categorical_features(runs: Iterable[Features]) -> frozenset[str]:
+    """The features of ``runs`` a set or equality test may use: their values are short strings or
+    booleans that recur, and are not mostly ids, dates, paths or free text."""
+    # One pass over the runs gathers every feature's category values.
+    gathered: dict[str, list[Scalar]] = {}
+    for f in runs:
+        for feature, value in f.items():
+            bucket = gathered.get(feature)
+            if bucket is None:
+                bucket = gathered[feature] = []
+            if _is_category(value):
+                bucket.append(value)
+    out = set()
+    for feature, found in gathered.items():
+        values = Counter(found)
+        if _names_one_thing(feature, values):
+            continue
+        # Booleans and strings never compare equal, so distinct values are distinct category keys.
+        distinct = len(values)
+        # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
+        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * values.total()):
+            out.add(feature)
+    return frozenset(out)
+
+
 def _evidence(
     positive: Sequence[Features], negative: Sequence[Features], population: Sequence[Features] | None
 ) -> _Evidence:
     runs = (*positive, *negative)
     n_pos = len(positive)
     features = tuple(sorted({k for f in runs for k in f}))
-    categorical_ok = set()
-    seen = runs if population is None else population
-    for feature in features:
-        values = [f[feature] for f in seen if feature in f and _is_category(f[feature])]
-        if _names_one_thing(feature, values):
-            continue
-        keys = [_category_key(v) for v in values]
-        distinct = len(set(keys))
-        # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
-        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * len(keys)):
-            categorical_ok.add(feature)
+    if isinstance(population, Population):
+        categories = population.categories
+    else:
+        categories = categorical_features(runs if population is None else population)
     all_mask = (1 << len(runs)) - 1
     pos_mask = (1 << n_pos) - 1
-    return _Evidence(runs, n_pos, pos_mask, all_mask & ~pos_mask, features, frozenset(categorical_ok))
+    return _Evidence(runs, n_pos, pos_mask, all_mask & ~pos_mask, features, categories & frozenset(features))
 
 
 def _threshold(low: float, high: float) -> float | int:
@@ -303,19 +353,24 @@ def _threshold(low: float, high: float) -> float | int:
 def _tests(ev: _Evidence, region: int, skip: str | None = None) -> list[_Test]:
     """Every candidate test on the runs in ``region`` (a bit mask), one feature at a time."""
     out: list[_Test] = []
-    indices = [i for i in range(len(ev.runs)) if region >> i & 1]
+    runs = ev.runs
+    indices = _indices(region)
     for feature in ev.features:
         if feature == skip:
             continue
-        present = [(i, ev.runs[i][feature]) for i in indices if feature in ev.runs[i]]
+        present = [(i, f[feature]) for i in indices if feature in (f := runs[i])]
         if not present:
             continue
-        numbers = [(i, v) for i, v in present if isinstance(v, int | float) and is_number(v)]
-        if len(numbers) == len(present):
-            out.extend(_numeric_tests(ev, feature, numbers))
+        if all(type(v) is int or is_number(v) for _, v in present):
+            out.extend(_numeric_tests(ev, feature, cast(list[tuple[int, float]], present)))
         elif feature in ev.categorical_ok and all(_is_category(v) for _, v in present):
             out.extend(_categorical_tests(ev, feature, present))
     return out
+
+
+def _indices(mask: int) -> list[int]:
+    """The set bits of ``mask``, lowest first (shifting a mask of n runs n times is quadratic)."""
+    return [i for i, bit in enumerate(reversed(bin(mask)[2:])) if bit == "1"] if mask > 0 else []
 
 
 def _numeric_tests(ev: _Evidence, feature: str, present: list[tuple[int, float]]) -> Iterable[_Test]:
@@ -395,13 +450,15 @@ def _categorical_tests(ev: _Evidence, feature: str, present: list[tuple[int, Sca
     yield _Test(feature, (predicate,), len(values), False, mask)
 
 
-def _names_one_thing(feature: str, values: Sequence[Scalar]) -> bool:
+def _names_one_thing(feature: str, values: Counter[Scalar]) -> bool:
     """Mostly ids, dates, times, URLs, paths or free text: values that name one thing or moment.
 
     A rule on such a value cannot carry over to a new run, however well it splits the old ones.
+    ``values`` counts each value once per run; each distinct one is classified once.
     """
-    strings = [v for v in values if isinstance(v, str)]
-    return bool(strings) and 2 * sum(string_kind(feature, v) in POINT_KINDS for v in strings) > len(strings)
+    strings = {v: n for v, n in values.items() if isinstance(v, str)}
+    total = sum(strings.values())
+    return bool(total) and 2 * sum(n for v, n in strings.items() if string_kind(feature, v) in POINT_KINDS) > total
 
 
 def _more_pos(ev: _Evidence, mask: int, n_pos: int, n_neg: int) -> bool:
@@ -424,7 +481,7 @@ def _from_category_key(key: str) -> bool | str:
 
 
 def _mask_of(ev: _Evidence, predicates: Sequence[Predicate]) -> int:
-    return sum(1 << i for i, f in enumerate(ev.runs) if holds_all(predicates, f))
+    return _bits(holds_all(predicates, f) for f in ev.runs)
 
 
 def _errors(ev: _Evidence, mask: int) -> int:
@@ -537,13 +594,50 @@ def simplify(predicates: Sequence[Predicate], runs: Sequence[Features]) -> tuple
     where two learned conditions are joined (both may test the same feature).
     """
     kept = list(dict.fromkeys(predicates))
+    # Each predicate is evaluated once per run; a conjunction's coverage is then the AND of masks.
+    masks = [_coverage(p, runs) for p in kept]
+    everything = (1 << len(runs)) - 1
 
-    def covered(preds: Sequence[Predicate]) -> list[bool]:
-        return [holds_all(preds, f) for f in runs]
+    def covered(chosen: Sequence[int]) -> int:
+        mask = everything
+        for m in chosen:
+            mask &= m
+        return mask
 
-    full = covered(kept)
+    full = covered(masks)
     for i in range(len(kept) - 1, -1, -1):
-        without = kept[:i] + kept[i + 1 :]
+        without = masks[:i] + masks[i + 1 :]
         if covered(without) == full:
-            kept = without
+            kept = kept[:i] + kept[i + 1 :]
+            masks = without
     return tuple(kept)
+
+
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+
+
+def _coverage(predicate: Predicate, runs: Sequence[Features]) -> int:
+    """The mask of the runs where ``predicate`` holds (:func:`holds`, bit i = run i)."""
+    compare = _COMPARE.get(predicate.op)
+    target = predicate.value
+    if compare is None or not _plain_number(target):
+        return _bits(holds(predicate, f) for f in runs)
+    assert isinstance(target, int | float)
+    feature = predicate.feature
+    # A threshold on plain numbers (nearly every run) is compared here; anything else is
+    # left to evaluate_predicate, which knows what a missing, non-finite or non-numeric value means.
+    return _bits(
+        compare(v, target) if _plain_number(v := f.get(feature, _MISSING)) else holds(predicate, f)  # type: ignore[arg-type]
+        for f in runs
+    )
+
+
+def _bits(flags: Iterable[bool]) -> int:
+    """The mask with bit i set where the i-th flag is true, built in one pass (``|= 1 << i`` is quadratic)."""
+    text = "".join(["1" if flag else "0" for flag in flags])
+    return int(text[::-1], 2) if text else 0

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from actors.engine.conditions import NOISE_RUNS, LearnedCondition, holds_all, learn_condition
+from actors.engine.conditions import NOISE_RUNS, LearnedCondition, as_population, holds_all, learn_condition
 from actors.engine.features import Features
 from cluster.experience.templates import Condition, Predicate
 
@@ -78,10 +78,12 @@ def learn_disjunction(
     Returns:
         None when no feature separates the sets at all; otherwise one alternative or more.
     """
-    first = learn_condition(positive, negative, max_tests=max_tests, population=population)
+    # Every alternative is learned against the same runs of the decision point: judge once which
+    # of their features are categories.
+    seen = as_population(population if population is not None else (*positive, *negative))
+    first = learn_condition(positive, negative, max_tests=max_tests, population=seen)
     if first is None:
         return None
-    seen = population if population is not None else (*positive, *negative)
     slack = (len(positive) + len(negative)) // NOISE_RUNS
     alternatives = [first.predicates]
     covered = [holds_all(first.predicates, f) for f in positive]

@@ -28,7 +28,15 @@ def _flatten(value: object, path: str, out: dict[str, Scalar], depth: int) -> No
         if depth >= MAX_DEPTH:
             return
         for key, item in value.items():
-            _flatten(item, f"{path}.{key}" if path else str(key), out, depth + 1)
+            sub = f"{path}.{key}" if path else str(key)
+            # Plain JSON scalars (most items) are stored here rather than by one more call: every
+            # decision's snapshot is flattened, and the calls were over half of that time.
+            kind = type(item)
+            if kind is str or kind is int or kind is float or kind is bool or item is None:
+                if sub:
+                    out[sub] = item
+            else:
+                _flatten(item, sub, out, depth + 1)
     elif isinstance(value, list):
         if path:
             out[f"len({path})"] = len(value)
