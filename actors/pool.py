@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import ray
 
+from cluster.analysis import load_scorer
 from cluster.jobs.runs import JobRuns, RunReport
 from cluster.serve_config import AttributionConfig, Job, ServeConfig
 from cluster.services import Services, analysis_for, build_services
@@ -40,7 +41,6 @@ class AttributionWorker:
         self._services = build_services(settings, migrate=False)
         self._analysis = analysis_for(
             self._services,
-            batch_size=config.batch_size,
             history_limit=config.history_limit,
             worker=name,
             lease=timedelta(seconds=config.lease_s),
@@ -211,7 +211,13 @@ def start_background(
     settings: Settings, config: ServeConfig, env: dict[str, str] | None = None, *, run_job: JobRunner
 ) -> list[Any]:
     """Everything that runs beside the MCP endpoint: the attribution pool and the job scheduler,
-    which runs each job with ``run_job`` (``pipelines.jobs.run_job``)."""
+    which runs each job with ``run_job`` (``pipelines.jobs.run_job``).
+
+    Raises:
+        InvalidInput: the ``scorer`` setting names no registered scorer, or one of its
+            ``scorer_modules`` cannot be imported; checked here, before any actor starts.
+    """
+    load_scorer(settings.scorer, settings.scorer_modules)
     workers = start_pool(settings, config.attribution, env)
     jobs = config.scheduled_jobs()
     if jobs:

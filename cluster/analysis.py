@@ -10,6 +10,7 @@ so each trajectory is analysed once.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import socket
@@ -22,10 +23,10 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from actors.engine import attribute_batch, served_feedback
+from actors.engine import Scorer, attribute_batch, get_scorer, served_feedback
 from actors.engine.retire import ActionOutcome
 from actors.engine.roles import pooled_roles
-from cluster.core.errors import HindsightError, LeaseLost, NotFound
+from cluster.core.errors import HindsightError, InvalidInput, LeaseLost, NotFound
 from cluster.experience.models import LearnReport, RoleLibraries
 from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
@@ -34,6 +35,26 @@ from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
+
+
+def load_scorer(name: str, modules: Sequence[str] = ()) -> Scorer:
+    """Import ``modules``, where scorers of one's own register themselves, then return the scorer
+    registered as ``name``: the one way every runtime finds its scorer (the ``scorer`` and
+    ``scorer_modules`` settings, or ``reprocess``'s and ``evaluate``'s options).
+
+    Call it in each process that attributes: a Ray actor imports the modules anew. Importing a
+    module twice registers nothing twice (Python imports it once).
+
+    Raises:
+        InvalidInput: a module cannot be imported, or no scorer is registered as ``name`` (the
+            message lists those that are).
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InvalidInput(f"scorer module {module!r} cannot be imported: {exc}") from exc
+    return get_scorer(name)
 
 
 class ExperienceLearner(Protocol):

@@ -43,6 +43,19 @@ def _until_signalled() -> None:
     stop.wait()
 
 
+def _check_scorer(name: str, modules: list[str]) -> None:
+    """The scorer, checked before anything starts: an unknown one (or a module that cannot be
+    imported) is one line and exit code 1."""
+    from cluster.analysis import load_scorer
+    from cluster.core.errors import InvalidInput
+
+    try:
+        load_scorer(name, modules)
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc} (the scorer and scorer_modules settings, HINDSIGHT_SCORER*)", err=True)
+        raise typer.Exit(1) from exc
+
+
 @app.command()
 def migrate() -> None:
     """Create or upgrade the SQL schema (SQLite file or Postgres) to the current version."""
@@ -86,9 +99,11 @@ def serve(
     serve_config = load_serve_config(config)
     if port is not None:
         serve_config = serve_config.model_copy(update={"http": serve_config.http.model_copy(update={"port": port})})
+    settings = load_settings()
+    _check_scorer(settings.scorer, settings.scorer_modules)
     # start_service cleans up after itself if it fails or is signalled; from here on, so do we,
     # including a SIGTERM that arrives before the handlers below are installed (Ray's exits).
-    running = start_service(load_settings(), serve_config)
+    running = start_service(settings, serve_config)
     try:
         _until_signalled()
         logging.getLogger(__name__).info("shutting down")
@@ -119,6 +134,7 @@ def workers(
 
     settings = load_settings()
     serve_config = load_serve_config(config)
+    _check_scorer(settings.scorer, settings.scorer_modules)
     if metrics_port is not None and settings.ray_address is not None:
         raise typer.BadParameter("--metrics-port needs a local Ray instance: the workers must run on this host")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -146,7 +162,9 @@ def stdio() -> None:
     """Serve the same MCP tools over stdio for one local agent (owner: the local_owner setting)."""
     from cluster.local import run_stdio
 
-    run_stdio(load_settings())
+    settings = load_settings()
+    _check_scorer(settings.scorer, settings.scorer_modules)
+    run_stdio(settings)
 
 
 @app.command()
@@ -165,8 +183,13 @@ def maintain() -> None:
 @app.command()
 def reprocess(
     output: Annotated[Path, typer.Option(help="Folder for one <owner>.jsonl library per owner.")] = Path("reprocessed"),
-    scorer: Annotated[str, typer.Option(help="Registered scorer name.")] = "default",
-    scorer_module: Annotated[list[str] | None, typer.Option(help="Module to import first (registers scorers).")] = None,
+    scorer: Annotated[
+        str | None, typer.Option(help="Registered scorer name (default: the scorer setting, the live one).")
+    ] = None,
+    scorer_module: Annotated[
+        list[str] | None,
+        typer.Option(help="Module to import first, where scorers register (default: the scorer_modules setting)."),
+    ] = None,
     owner: Annotated[str | None, typer.Option(help="Only this owner's trajectories.")] = None,
     actors: Annotated[int, typer.Option(min=1, help="Ray Data actor pool size.")] = 2,
     new_version: Annotated[
@@ -178,12 +201,14 @@ def reprocess(
     from pipelines.reprocess import reprocess as run
 
     settings = load_settings()
+    modules = settings.scorer_modules if scorer_module is None else scorer_module
+    _check_scorer(scorer or settings.scorer, modules)
     ensure_ray(settings)
     summary = run(
         settings,
         output,
         scorer=scorer,
-        scorer_modules=scorer_module,
+        scorer_modules=modules,
         owner=owner,
         actors=actors,
         new_version=new_version,
@@ -198,9 +223,13 @@ def reprocess(
 @app.command()
 def evaluate(
     scorer: Annotated[
-        list[str] | None, typer.Option(help="Registered scorer name; repeat to compare several (default: default).")
+        list[str] | None,
+        typer.Option(help="Registered scorer name; repeat to compare several (default: the scorer setting)."),
     ] = None,
-    scorer_module: Annotated[list[str] | None, typer.Option(help="Module to import first (registers scorers).")] = None,
+    scorer_module: Annotated[
+        list[str] | None,
+        typer.Option(help="Module to import first, where scorers register (default: the scorer_modules setting)."),
+    ] = None,
     owner: Annotated[str | None, typer.Option(help="Only this owner (default: every owner, each on its own).")] = None,
     holdout: Annotated[float, typer.Option(help="Newest share of each owner's trajectories held out.")] = 0.2,
     top_k: Annotated[int | None, typer.Option(help="Templates served per decision (default experience_top_k).")] = None,
@@ -219,15 +248,16 @@ def evaluate(
     from cluster.core.errors import InvalidInput
     from pipelines.evaluate_job import evaluation_table, run_evaluation, write_json
 
+    settings = load_settings()
     try:
         reports = run_evaluation(
-            load_settings(),
-            scorer or ["default"],
+            settings,
+            scorer or [settings.scorer],
             owner=owner,
             holdout=holdout,
             top_k=top_k,
             min_confidence=min_confidence,
-            scorer_modules=scorer_module or [],
+            scorer_modules=settings.scorer_modules if scorer_module is None else scorer_module,
             keep_decisions=details,
         )
     except (InvalidInput, ValidationError) as exc:

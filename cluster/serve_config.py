@@ -1,14 +1,17 @@
-"""Deployment knobs read from ``deploy/*.yaml``: replicas, workers and batch sizes, never hard-coded."""
+"""Deployment knobs read from ``deploy/*.yaml``: replicas, workers, leases and job intervals, never hard-coded.
+
+What every runtime shares (the attribution batch size and scorer) is in :class:`~cluster.settings.Settings`.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 
 class _Section(BaseModel):
@@ -50,9 +53,21 @@ class IngressConfig(_Section):
     num_cpus: float = Field(default=0.5, ge=0)
 
 
+def _refuse_moved(data: Any, key: str, setting: str) -> Any:
+    """A key that became a setting: named in the error, rather than refused as an unknown key."""
+    if isinstance(data, dict) and key in data:
+        raise ValueError(
+            f"{key} is the {setting} setting (HINDSIGHT_{setting.upper()}) now, one value for every runtime; "
+            "remove it here"
+        )
+    return data
+
+
 class AttributionConfig(_Section):
+    """The live attribution pool. Its batch size and scorer are settings (``analysis_batch_size``,
+    ``scorer``), shared with stdio, reprocess and the scheduled jobs."""
+
     workers: int = Field(default=1, ge=0, description="Ray actors running attribution; 0 disables analysis.")
-    batch_size: int | None = Field(default=None, ge=1, description="Default: the analysis_batch_size setting.")
     poll_interval_s: float = Field(default=0.1, gt=0, le=60)
     history_limit: int = Field(default=200, ge=0, description="Stored trajectories contrasted with each batch.")
     num_cpus: float = Field(default=0.5, ge=0)
@@ -77,6 +92,11 @@ class AttributionConfig(_Section):
     run_wait_s: float = Field(
         default=1800.0, ge=0, le=86_400, description="The longest a run's trajectory waits after its finalize."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batch_size_is_a_setting(cls, data: Any) -> Any:
+        return _refuse_moved(data, "batch_size", "analysis_batch_size")
 
 
 class MaintenanceConfig(_Section):
@@ -110,12 +130,18 @@ class ReindexParameters(_Section):
 
 
 class ConsolidateParameters(_Section):
-    scorer: str = Field(default="default", min_length=1, description="Registered scorer the new versions learn with.")
+    """The new versions learn with the ``scorer`` setting, as the live workers do."""
+
     actors: int = Field(default=1, ge=1, description="Attribution actors of the Ray Data pool.")
     num_cpus: float = Field(default=0.5, ge=0, description="CPUs each attribution actor asks Ray for.")
     holdout: float = Field(
         default=0.2, gt=0, lt=1, description="Newest share of an owner's trajectories both versions are judged on."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scorer_is_a_setting(cls, data: Any) -> Any:
+        return _refuse_moved(data, "scorer", "scorer")
 
 
 class _Job(_Section):

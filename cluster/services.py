@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from threadpoolctl import threadpool_limits
 
-from cluster.analysis import AnalysisService
+from cluster.analysis import AnalysisService, load_scorer
 from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder, embedder_identity, uncached
 from cluster.experience.index import DEFAULT_COLLECTION as EXPERIENCE_COLLECTION
@@ -251,25 +251,31 @@ def build_memory_service(
 def analysis_for(
     services: Services,
     *,
-    batch_size: int | None = None,
     history_limit: int = 200,
     worker: str | None = None,
     lease: timedelta | None = None,
     run_hold: RunHold | None = None,
 ) -> AnalysisService:
-    """The analysis of one process's services; batch size defaults to ``analysis_batch_size``.
+    """The analysis of one process's services, with the settings' ``scorer`` (its ``scorer_modules``
+    imported first) and ``analysis_batch_size``.
 
     ``worker`` names its claims (default: this host and process); ``lease`` is how long a claim
     outlives its last heartbeat; ``run_hold`` how long a multi-agent run's trajectories wait for
     the rest of their run.
+
+    Raises:
+        InvalidInput: the scorer is not registered, or a scorer module cannot be imported.
     """
+    settings = services.settings
+    load_scorer(settings.scorer, settings.scorer_modules)
     return AnalysisService(
         services.db,
         services.experience,
-        batch_size=batch_size or services.settings.analysis_batch_size,
+        batch_size=settings.analysis_batch_size,
         history_limit=history_limit,
         worker=worker,
         lease=lease or DEFAULT_LEASE,
+        scorer=settings.scorer,
         run_hold=run_hold,
-        roles=services.settings.role_libraries(),
+        roles=settings.role_libraries(),
     )

@@ -99,7 +99,24 @@ class Settings(BaseSettings):
     experience_versions_kept: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=5, description="Experience library versions kept per owner (plus the active and previous one)."
     )
-    analysis_batch_size: Annotated[int, Field(ge=1, le=10_000)] = 10
+    analysis_batch_size: Annotated[int, Field(ge=1, le=10_000)] = Field(
+        default=10,
+        description="Trajectories per attribution batch, for every runtime: the live workers, stdio, "
+        "hindsight workers and offline evaluation.",
+    )
+    scorer: str = Field(
+        default="default",
+        min_length=1,
+        description="The registered attribution scorer every runtime learns with: the live workers, stdio, "
+        "hindsight workers, reprocess and the consolidate job (actors.engine.credit). An unknown name is "
+        "refused at start.",
+    )
+    scorer_modules: list[str] = Field(
+        default_factory=list,
+        description="Modules imported first in every process that attributes, where scorers of your own "
+        'register themselves (actors.engine.register_scorer), e.g. ["my_scorers"]. One that cannot be '
+        "imported is refused at start.",
+    )
     shared_roles: dict[str, list[str]] = Field(
         default_factory=dict,
         description=(

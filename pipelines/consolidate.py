@@ -40,6 +40,7 @@ from pydantic import Field
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.retire import ActionOutcome
 from actors.engine.roles import pooled_roles
+from cluster.analysis import load_scorer
 from cluster.core.errors import Conflict
 from cluster.core.types import Frozen
 from cluster.experience.models import LibrarySource, RoleLibraries
@@ -251,7 +252,7 @@ def judge(
         stored = _library(store, owner, active)
         templates = store.count(owner, new_version)
     # As create_version builds it: the rebuilt rules with the outcomes agents reported about the active ones.
-    rebuilt = keep_reported(rebuild_stored(db, owner, train, roles, parameters.scorer), stored)
+    rebuilt = keep_reported(rebuild_stored(db, owner, train, roles, settings.scorer), stored)
     judged = {"active": stored, "new": rebuilt}
     metrics = evaluate_stored(
         db,
@@ -298,6 +299,9 @@ def consolidate(
     ``experience`` builds the versions (the scheduler passes its own); default one on the
     settings' stores, as :func:`pipelines.reprocess.reprocess` opens it.
     """
+    # Learns with the scorer setting, as the live workers do; its modules are imported here too,
+    # where the judge rebuilds the new version's library.
+    load_scorer(settings.scorer, settings.scorer_modules)
     seen: dict[str, str] = dict((context.watermark or {}).get("owners", {}))
     db = Database(settings.sql_url())
     try:
@@ -313,14 +317,15 @@ def consolidate(
             summary = reprocess(
                 settings,
                 output_dir,
-                scorer=parameters.scorer,
+                scorer=settings.scorer,
+                scorer_modules=settings.scorer_modules,
                 owner=owner,
                 actors=parameters.actors,
                 num_cpus=parameters.num_cpus,
                 new_version=True,
                 experience=experience,
                 source=LibrarySource.CONSOLIDATE,
-                note=f"job {context.name}, scorer {parameters.scorer}",
+                note=f"job {context.name}, scorer {settings.scorer}",
             )
             rows += summary.trajectories
             version = summary.versions.get(owner)

@@ -8,7 +8,6 @@ the library is rebuilt in memory from the training trajectories.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from rich.table import Table
 
 from actors.engine.roles import pooled_roles
+from cluster.analysis import load_scorer
 from cluster.embedding.onnx_minilm import TOKENIZER_PATH
 from cluster.settings import Settings
 from cluster.storage.db import Database
@@ -77,11 +77,11 @@ def run_evaluation(
     ``confidence_threshold``; the batch size to ``analysis_batch_size``.
 
     Raises:
-        InvalidInput: an unknown scorer.
+        InvalidInput: an unknown scorer, or a scorer module that cannot be imported.
         pydantic.ValidationError: a parameter out of range.
     """
-    for module in scorer_modules:
-        importlib.import_module(module)  # a user's scorer registers itself on import
+    for scorer in scorers:
+        load_scorer(scorer, scorer_modules)  # a user's scorer registers itself on import
     count = minilm_token_counter()
     reports = []
     for name, trajectories in load_trajectories(settings, owner).items():

@@ -14,12 +14,11 @@ for any pool size.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import ray.data
 from actors.engine import attribute_batch
 from actors.engine.retire import ActionOutcome
 from actors.engine.roles import pooled_roles
+from cluster.analysis import load_scorer
 from cluster.experience.exchange import export_lines
 from cluster.experience.models import LibrarySource, RoleLibraries
 from cluster.experience.service import ExperienceService
@@ -55,8 +55,7 @@ class AttributeGroups:
         shared_roles: dict[str, tuple[str, ...]],
     ) -> None:
         # A user's scorer registers itself on import; each actor process imports it anew.
-        for module in scorer_modules:
-            importlib.import_module(module)
+        load_scorer(scorer, scorer_modules)
         self._db = Database(database_url)
         self._scorer = scorer
         # The pooled outcomes only matter to a new version (create_version); otherwise not shipped.
@@ -108,8 +107,8 @@ def reprocess(
     settings: Settings,
     output_dir: Path,
     *,
-    scorer: str = "default",
-    scorer_modules: list[str] | None = None,
+    scorer: str | None = None,
+    scorer_modules: Sequence[str] | None = None,
     owner: str | None = None,
     group_size: int = 200,
     actors: int = 2,
@@ -124,8 +123,10 @@ def reprocess(
     Args:
         settings: where the trajectories are (``database_url``).
         output_dir: receives ``<owner>.jsonl`` files.
-        scorer: a registered scorer name (see :func:`actors.engine.register_scorer`).
-        scorer_modules: modules to import in every actor first, where user scorers register.
+        scorer: a registered scorer name (see :func:`actors.engine.register_scorer`); default the
+            ``scorer`` setting, the live workers' scorer.
+        scorer_modules: modules to import in every actor first, where user scorers register;
+            default the ``scorer_modules`` setting.
         owner: restrict to one owner; default all.
         group_size: the most trajectories contrasted in one batch.
         actors: size of the Ray Data actor pool.
@@ -136,7 +137,14 @@ def reprocess(
         note: shown by ``library list``; default ``scorer S``.
         num_cpus: CPUs each actor asks Ray for (default Ray Data's); less than one lets the pool
             share a node with the service.
+
+    Raises:
+        InvalidInput: the scorer is not registered or a module cannot be imported (checked before
+            anything is read).
     """
+    scorer = scorer or settings.scorer
+    modules = list(settings.scorer_modules if scorer_modules is None else scorer_modules)
+    load_scorer(scorer, modules)
     db = Database(settings.sql_url())
     with db.transaction() as session:
         # Roles sharing a library (the shared_roles setting) are one group: their evidence pools.
@@ -155,7 +163,7 @@ def reprocess(
         fn_constructor_kwargs={
             "database_url": settings.sql_url(),
             "scorer": scorer,
-            "scorer_modules": list(scorer_modules or []),
+            "scorer_modules": modules,
             "with_outcomes": new_version,
             "shared_roles": settings.role_libraries().shared,
         },

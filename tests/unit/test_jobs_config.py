@@ -14,14 +14,14 @@ def test_jobs_parse_with_their_kind_parameters(tmp_path: Path) -> None:
     path = tmp_path / "serve.yaml"
     path.write_text(
         "jobs:\n"
-        "  nightly-consolidation: {kind: consolidate, interval_s: 3600, parameters: {scorer: failure_averse}}\n"
+        "  nightly-consolidation: {kind: consolidate, interval_s: 3600, parameters: {holdout: 0.3}}\n"
         "  vectors: {kind: reindex, interval_s: 86400, enabled: false}\n"
         "  upkeep: {kind: maintenance, interval_s: 60}\n"
     )
     config = load_serve_config(path)
     job = config.jobs["nightly-consolidation"]
     assert isinstance(job, ConsolidateJob)
-    assert (job.parameters.scorer, job.parameters.holdout) == ("failure_averse", 0.2)
+    assert (job.parameters.actors, job.parameters.holdout) == (1, 0.3)
     # Disabled jobs are not scheduled; a declared maintenance job replaces the maintenance: section's.
     assert list(config.scheduled_jobs()) == ["nightly-consolidation", "upkeep"]
 
@@ -44,6 +44,8 @@ def test_the_maintenance_section_still_schedules_its_job() -> None:
         ({"kind": "reindex", "interval_s": 60, "parameters": {"what": "vectors"}}, "'templates', 'memories' or 'all'"),
         ({"kind": "maintenance", "interval_s": 60, "parameters": {"owner": "x"}}, "Extra inputs are not permitted"),
         ({"interval_s": 60}, "Unable to extract tag using discriminator 'kind'"),
+        # The scorer is one setting for every runtime, the consolidate job's too.
+        ({"kind": "consolidate", "interval_s": 60, "parameters": {"scorer": "x"}}, "the scorer setting"),
     ],
 )
 def test_a_bad_job_fails_with_a_clear_error(job: dict[str, object], message: str) -> None:
@@ -54,3 +56,9 @@ def test_a_bad_job_fails_with_a_clear_error(job: dict[str, object], message: str
 def test_a_job_name_must_be_plain() -> None:
     with pytest.raises(ValidationError, match="String should match pattern"):
         ServeConfig.model_validate({"jobs": {"Nightly Run": {"kind": "maintenance", "interval_s": 60}}})
+
+
+def test_the_attribution_batch_size_is_refused_here_as_a_setting() -> None:
+    # One value for every runtime: HINDSIGHT_ANALYSIS_BATCH_SIZE, not a second one in the deployment file.
+    with pytest.raises(ValidationError, match="HINDSIGHT_ANALYSIS_BATCH_SIZE"):
+        ServeConfig.model_validate({"attribution": {"batch_size": 10}})
