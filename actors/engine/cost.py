@@ -103,14 +103,21 @@ def read_cost(result: ExecutionResult) -> Cost:
     return Cost(steps=found["steps"], latency_ms=found["latency_ms"], tokens=found["tokens"])
 
 
+_UNKNOWN = Cost(steps=None, latency_ms=None, tokens=None)
+"""What a node that reports nothing cost, as read_cost reads it (shared: a Cost is immutable)."""
+
+
 def node_costs(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
     """The cost of every node: as reported, with latency from timestamps where none was sent."""
     out: dict[uuid.UUID, Cost] = {}
     previous: int | None = None
     for node in sorted(trajectory.nodes, key=lambda n: n.seq):
-        cost = read_cost(node.execution_result)
+        result = node.execution_result
+        cost = read_cost(result) if result.data else _UNKNOWN
         if cost.latency_ms is None and previous is not None and node.timestamp >= previous:
-            cost = cost.model_copy(update={"latency_ms": float(node.timestamp - previous), "latency_derived": True})
+            cost = Cost(
+                steps=cost.steps, latency_ms=float(node.timestamp - previous), tokens=cost.tokens, latency_derived=True
+            )
         out.setdefault(node.node_id, cost)
         previous = node.timestamp
     return out
@@ -132,24 +139,25 @@ def costs_to_finish(trajectory: Trajectory) -> dict[uuid.UUID, Cost]:
     children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
     for node in trajectory.nodes:
         children.setdefault(node.parent_id, []).append(node.node_id)
-    out: dict[uuid.UUID, Cost] = {}
+    # Plain (steps, latency_ms, tokens, latency_derived) per node; each Cost is built once, at the end.
+    spans: dict[uuid.UUID, tuple[float | None, float | None, float | None, bool]] = {}
     # Children arrive after their parents, so reverse arrival order visits every child first.
     for node in sorted(trajectory.nodes, key=lambda n: n.seq, reverse=True):
         below = children.get(node.node_id, [])
         if node.execution_result.status is ResultStatus.SUCCESS:
             below = [c for c in below if not by_id[c].is_decision]
-        parts = [own[node.node_id], *(out[c] for c in below if c in out)]
-        totals: dict[str, float | None] = {}
-        for metric in METRICS:
-            values = [v for part in parts if (v := part.get(metric)) is not None]
-            totals[metric] = sum(values) if values else None
-        out[node.node_id] = Cost(
-            steps=totals["steps"],
-            latency_ms=totals["latency_ms"],
-            tokens=totals["tokens"],
-            latency_derived=any(part.latency_derived for part in parts),
-        )
-    return out
+        mine = own[node.node_id]
+        parts = [(mine.steps, mine.latency_ms, mine.tokens, mine.latency_derived)]
+        parts += [spans[c] for c in below if c in spans]
+        totals: list[float | None] = []
+        for k in range(3):
+            values = [v for part in parts if (v := part[k]) is not None]
+            totals.append(sum(values) if values else None)
+        spans[node.node_id] = (totals[0], totals[1], totals[2], any(part[3] for part in parts))
+    return {
+        nid: Cost(steps=steps, latency_ms=latency, tokens=tokens, latency_derived=derived)
+        for nid, (steps, latency, tokens, derived) in spans.items()
+    }
 
 
 def compare_costs(a: Sequence[Cost], b: Sequence[Cost]) -> CostGap | None:

@@ -60,7 +60,7 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import holds, holds_all, is_number, learn_condition, simplify
+from actors.engine.conditions import as_population, holds, holds_all, is_number, learn_condition, simplify
 from actors.engine.confidence import confidence_of, evidence_belief
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
@@ -117,7 +117,7 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
     findings = []
     decoys = sorted(set(failed) - set(succeeded))
     # Every run of this decision point: it tells categories (values recur) from ids.
-    population = [o.features for o in group]
+    population = as_population([o.features for o in group])
     costs = {action: [o.cost for o in runs] for action, runs in succeeded.items()}
     for good in sorted(succeeded):
         for bad in sorted(succeeded):
