@@ -20,7 +20,6 @@ batch never dies on one malformed trajectory.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -157,7 +156,3 @@ def label_paths(
             LabelledPath(leaf_id=leaf, node_ids=path_to(tree, leaf), label=label, final=is_final, blamed_by=blamer)
         )
     return out
-
-
-def leaf_label_map(paths: Sequence[LabelledPath]) -> dict[uuid.UUID, PathLabel]:
-    return {p.leaf_id: p.label for p in paths}

@@ -356,18 +356,6 @@ class SqlTrajectoryStore:
                 "their lease lapsed and another worker analyses them"
             )
 
-    def requeue(self, owner: str | None = None) -> int:
-        """Queue every finalized trajectory (of one owner, or all) for analysis again."""
-        query = update(TrajectoryRow).where(TrajectoryRow.status == TrajectoryStatus.FINALIZED.value)
-        if owner is not None:
-            query = query.where(TrajectoryRow.owner == owner)
-        result = self._session.execute(
-            query.values(
-                analysis_status=AnalysisStatus.PENDING.value, analysis_claimed_by=None, analysis_lease_until=None
-            )
-        )
-        return int(result.rowcount)  # type: ignore[attr-defined]
-
     def queue_depth(self) -> int:
         return int(
             self._session.scalar(

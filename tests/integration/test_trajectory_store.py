@@ -332,7 +332,6 @@ def test_finalized_trajectories_queue_for_analysis_oldest_first(database: Databa
         for owner, trajectory_id in first:
             store.mark_analysed(owner, [trajectory_id], worker="host-a/0")
         assert store.queue_depth() == 1
-        assert store.requeue(OWNER) == 3
 
 
 def test_a_live_claim_of_another_worker_is_not_taken(database: Database) -> None:
