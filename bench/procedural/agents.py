@@ -30,7 +30,7 @@ from bench.procedural.env_base import Call, Episode, StepResult, StepView
 from bench.procedural.following import Served, follow, parse_served
 from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
 from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
-from cluster.core.types import Frozen
+from cluster.core.types import Frozen, canonical_json
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class HindsightPolicy(ExplorePolicy):
         self.min_confidence = min_confidence
         self.library: dict[str, Served] = {}
         self._accepts: dict[int, tuple[ToolClient, frozenset[str] | None]] = {}
-        self._served: dict[tuple[str, str], list[Served]] = {}
+        self._served: dict[tuple[str, str, str], list[Served]] = {}
         self._served_ids: dict[str, list[str]] = {}
         self._applied: list[tuple[str, str, bool]] = []
 
@@ -250,8 +250,13 @@ class HindsightPolicy(ExplorePolicy):
         return {k: v for k, v in values.items() if accepted is None or k in accepted}
 
     async def query(self, client: ToolClient, episode: Episode, view: StepView) -> list[Served]:
-        """Ask hindsight once per stage; an error (e.g. the tool is not deployed yet) serves nothing."""
-        key = (view.role, view.stage)
+        """Ask hindsight once per situation; an error (e.g. the tool is not deployed yet) serves nothing.
+
+        A situation is a stage with what the agent sees there: a decision taken again in the same
+        task (the next item of a list) is a new situation, and what was served for the last one,
+        filtered by its context, says nothing about this one's.
+        """
+        key = (view.role, view.stage, canonical_json(view.context))
         if key not in self._served:
             args: dict[str, JsonValue] = {
                 "context": describe(episode, view),
