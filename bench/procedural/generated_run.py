@@ -9,6 +9,10 @@ would learn, so their queues are left alone). Rounds run as in
 service's defaults. Family seeds 0-99 are for tuning the generator and the agents; report on 100
 and up (the default).
 
+Size: 200 families at 3 training + 3 evaluation episodes per family, condition and round took 17
+minutes on two shared cores (12 CPU minutes); at 4 + 4 it took 36 (20 CPU minutes: the library
+and the learning grow faster than the episodes), over the half hour a run should take.
+
 Usage: ``python -m bench.procedural.generated_run [--families 200] [--seed-start 100] [--train 3]
 [--eval 3] [--rounds 3] [--out generated.json]``
 """
