@@ -179,8 +179,10 @@ def _typed_value(kind: str, values: list[str], samples: Sequence[Sample]) -> str
         if feature is not None:
             return f"<{feature}>"
         return values[0] if constant and len(values) > 1 else f"<{kind}>"
-    if constant:
+    if constant and (len(values) > 1 or feature is None):
         return values[0]
+    # One run whose value the situation holds is no evidence of a constant: the next instance's
+    # situation holds its own (a version ``11.10.5`` read off the context, not a fixed one).
     return f"<{feature}>" if feature is not None else f"<{kind}>"
 
 

@@ -174,3 +174,13 @@ def test_merging_params_generalizes_differences_and_never_yields_an_empty_string
         "table": "<table>",
     }
     assert merge_params({"s": ""}, {"s": ""}) == {"s": "<str>"}
+
+
+def test_a_typed_value_seen_once_and_held_by_the_situation_is_named_after_it() -> None:
+    one = generalize_params([({"version": "11.10.5"}, {"toves": "11.10.5"})])
+    assert one == {"version": "<toves>"}
+    # Seen in two runs, the same value is a constant even where the situation holds it too.
+    two = generalize_params([({"version": "11.10.5"}, {"toves": "11.10.5"})] * 2)
+    assert two == {"version": "11.10.5"}
+    # Seen once and nowhere in the situation: kept, as before.
+    assert generalize_params([({"mime": "image/png"}, {})]) == {"mime": "image/png"}
