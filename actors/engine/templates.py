@@ -181,6 +181,11 @@ def _distil_pair(
     good_fail = _fitting(failed.get(good, []), good_ok)
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
     learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
+    if cheaper and learned is not None and not any(holds_all(p, o.features) for p in learned[0] for o in bad_ok):
+        # Where the cheap action works the other was never seen working: no place where both work,
+        # so cost decides nothing here and the other's successes are evidence of where it is right.
+        cheaper = dearer = None
+        learned = _condition(good_ok, bad_fail, good_fail, bad_ok, population)
     if learned is None:
         return []
     alternatives, strength = learned

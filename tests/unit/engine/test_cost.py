@@ -114,3 +114,29 @@ def test_the_condition_under_which_the_cheap_action_fails_goes_to_the_costly_one
 def test_equal_or_unknown_costs_make_no_template_when_both_always_work(cost: dict[str, Any]) -> None:
     runs = [_import_run(r, a, cost=cost, limit=None) for r in (5, 80, 500) for a in ACTIONS]
     assert _templates(runs) == {}
+
+
+def test_a_faster_tool_is_no_cost_preference_where_the_other_never_worked() -> None:
+    """Two band tools answer at different speeds; nowhere did both work, so the rule is where each works."""
+    b_runs = []
+    for i, size in enumerate([20, 60, 90, 400, 700, 900]):
+        right = "quick_put" if size <= 100 else "slow_put"
+        for tool in ["quick_put", "slow_put"] if i % 2 else ["slow_put", "quick_put"]:
+            b = Builder(role="agent", task_type="upload", task="Upload a file")
+            root = b.add("open", context={"goal": "open"})
+            b.add(
+                tool,
+                ["quick_put", "slow_put"],
+                parent=root,
+                status="success" if tool == right else "failure",
+                context={"goal": "upload", "size": size},
+                data={"latency_ms": 50 if tool == "quick_put" else 4000},
+            )
+            b_runs.append(b.build("success" if tool == right else "failure"))
+    templates = [t for r in attribute_batch(b_runs) for t in r.templates]
+    quick = [t for t in templates if t.recommended.tool == "quick_put"]
+    assert quick
+    for template in quick:
+        assert template.avoid_reason == "fails", template.render()
+        assert "Both work" not in template.rationale
+        assert all(p.value <= 400 for p in template.condition.predicates if p.op in ("<", "<="))
