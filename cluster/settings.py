@@ -36,7 +36,7 @@ class EmbeddingSettings(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    """Long-term memory tuning; each policy documents its fields (cluster/memory/policy.py).
+    """Long-term memory tuning; each policy documents its fields (cluster/memory/policy/).
 
     Environment variables nest with ``__``: ``HINDSIGHT_MEMORY__MAX_VALUE_BYTES=32768``.
     """
