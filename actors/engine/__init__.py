@@ -14,7 +14,7 @@ pairs, sensitivity), :mod:`~actors.engine.cost` (what a choice cost),
 """
 
 from actors.engine.batch import AttributionResult, NodeScore, attribute, attribute_batch
-from actors.engine.conditions import LearnedCondition, evaluate_condition, evaluate_features, learn_condition
+from actors.engine.conditions import LearnedCondition, learn_condition
 from actors.engine.confidence import (
     apply_outcome,
     carry_feedback,
@@ -37,6 +37,7 @@ from actors.engine.credit import (
     register_scorer,
     unregister_scorer,
 )
+from actors.engine.evaluation import evaluate_condition, evaluate_features
 from actors.engine.features import flatten_context
 from actors.engine.generalize import generalize_params
 from actors.engine.labels import LabelledPath, PathLabel, label_paths

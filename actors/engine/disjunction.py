@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from actors.engine.conditions import NOISE_RUNS, LearnedCondition, as_population, holds_all, learn_condition
+from actors.engine.conditions import NOISE_RUNS, LearnedCondition, as_population, learn_condition
+from actors.engine.evaluation import holds_all
 from actors.engine.features import Features
 from cluster.experience.templates import Condition, Predicate
 

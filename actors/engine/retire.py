@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import Field, JsonValue
 
-from actors.engine.conditions import evaluate_condition
+from actors.engine.evaluation import evaluate_condition
 from actors.engine.features import flatten_context
 from actors.engine.generalize import fits_pattern
 from cluster.core.types import Frozen, JsonObject

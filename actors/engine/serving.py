@@ -39,7 +39,7 @@ from enum import StrEnum
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import evaluate_features, is_number
+from actors.engine.evaluation import evaluate_features, is_number
 from actors.engine.features import Features, flatten_context
 from actors.engine.library import narrows
 from actors.engine.signature import signature_key, situation_signature, situation_words

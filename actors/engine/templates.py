@@ -60,11 +60,12 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from actors.engine.conditions import as_population, holds, holds_all, is_number, learn_condition, simplify
+from actors.engine.conditions import as_population, learn_condition, simplify
 from actors.engine.confidence import confidence_of, evidence_belief
 from actors.engine.contrast import Contrast, Observation, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
 from actors.engine.disjunction import learn_disjunction, render_alternatives
+from actors.engine.evaluation import holds, holds_all, is_number
 from actors.engine.features import Features, flatten_context
 from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
 from cluster.core.types import canonical_json

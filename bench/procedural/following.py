@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue, ValidationError
 
-from actors.engine.conditions import evaluate_condition
+from actors.engine.evaluation import evaluate_condition
 from bench.procedural.env_base import Call, StepView
 from cluster.core.types import Frozen
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate

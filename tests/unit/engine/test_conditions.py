@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from actors.engine import flatten_context, learn_condition
-from actors.engine.conditions import holds
+from actors.engine.evaluation import holds
 from cluster.experience.templates import Condition, Predicate
 
 

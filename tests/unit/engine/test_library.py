@@ -273,7 +273,7 @@ def test_templates_say_where_their_call_was_tested_and_merges_unite_the_ranges()
 
 
 def test_a_non_finite_value_never_enters_a_tested_range() -> None:
-    # The learner reads only finite numbers as numeric values (conditions.is_number); so does the range.
+    # The learner reads only finite numbers as numeric values (evaluation.is_number); so does the range.
     worked = [SimpleNamespace(features={"row_count": v}) for v in (100, float("inf"), 500, float("nan"), True)]
     bound = (Predicate(feature="row_count", op=">", value=85),)
     assert ranges_of(bound, worked) == {"row_count": (100.0, 500.0)}  # type: ignore[arg-type]
