@@ -134,7 +134,10 @@ def _number(key: str, values: list[JsonValue], flats: Sequence[Mapping[str, obje
             for flat, v in zip(flats, values, strict=True)
         )
     )
-    if shared and len(values) > 1 and len(set(values)) > 1:
+    # Runs that differ, or a single run, whose value the situation holds: the situation's value, not a
+    # constant (``add_item(rows=50)`` for a file of 50 rows is ``rows=<row_count>``). Two runs with the
+    # same value are a constant even where a feature happens to hold it too.
+    if shared and (len(values) == 1 or len(set(values)) > 1):
         return f"<{sorted(shared, key=lambda f: (len(f), f))[0]}>"
     if len(set(values)) == 1:
         return values[0]

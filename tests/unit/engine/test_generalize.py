@@ -184,3 +184,10 @@ def test_a_typed_value_seen_once_and_held_by_the_situation_is_named_after_it() -
     assert two == {"version": "11.10.5"}
     # Seen once and nowhere in the situation: kept, as before.
     assert generalize_params([({"mime": "image/png"}, {})]) == {"mime": "image/png"}
+
+
+def test_a_number_seen_once_and_held_by_the_situation_is_named_after_it() -> None:
+    assert generalize_params([({"rows": 50}, {"row_count": 50})]) == {"rows": "<row_count>"}
+    # The same number in two runs is a constant, even where a feature holds it in both.
+    assert generalize_params([({"part_mb": 16}, {"threads": 16})] * 2) == {"part_mb": 16}
+    assert generalize_params([({"rows": 50}, {})]) == {"rows": 50}
