@@ -23,8 +23,8 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
@@ -47,15 +47,13 @@ from bench.procedural.harness import (
     Phase,
     WaitForAnalysis,
     default_embedder,
-    in_process_clients,
     make_policy,
     seed_for,
 )
 from bench.procedural.naive import NaivePolicy
 from bench.procedural.recording import ToolClient
+from bench.procedural.run_local import local_services
 from cluster.core.ports import Embedder
-from cluster.services import Services, analysis_for, build_services
-from cluster.settings import Settings
 
 
 def family_names(config: RunConfig) -> tuple[str, ...]:
@@ -179,37 +177,14 @@ async def run_generated(
     return cells
 
 
-@contextmanager
-def local_services(
-    conditions: tuple[Condition, ...], data_dir: Path
-) -> Iterator[tuple[ClientFactory, WaitForAnalysis]]:
-    """One in-process service per condition under ``data_dir``, its client factory and hindsight's queue drain."""
-    services: dict[Condition, Services] = {c: build_services(Settings(data_dir=data_dir / c)) for c in conditions}
-    # Only hindsight reads what its service learns; analysing the other conditions' trajectories
-    # would cost most of a round's time and change no figure.
-    analyses = [analysis_for(s) for c, s in services.items() if c == "hindsight"]
-
-    def clients(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
-        return in_process_clients(services[condition])(condition)
-
-    async def drain() -> None:
-        for analysis in analyses:
-            while analysis.run_once().trajectories:
-                pass
-
-    try:
-        yield clients, drain
-    finally:
-        for svc in services.values():
-            svc.close()
-
-
 async def run_local(
     config: RunConfig, data_dir: Path, progress: Callable[[str], None] = lambda _: None
 ) -> GeneratedResults:
     """Run ``config`` against fresh in-process services and aggregate it."""
     started = time.monotonic()
-    with local_services(config.conditions, data_dir) as (clients, drain):
+    # Only hindsight reads what its service learns; analysing the other conditions' trajectories
+    # would cost most of a round's time and change no figure.
+    with local_services(config.conditions, data_dir, analysed=("hindsight",)) as (clients, drain):
         cells = await run_generated(config, clients, drain, progress=progress)
     shapes = {name: generated_class(name).spec.shapes for name in family_names(config)}
     return summarize(config, cells, shapes, time.monotonic() - started)

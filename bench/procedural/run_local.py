@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -27,7 +28,9 @@ from bench.procedural.harness import (
     TUNING_GRID,
     BenchConfig,
     BenchResults,
+    ClientFactory,
     Condition,
+    WaitForAnalysis,
     in_process_clients,
     pick_choice,
     run_bench,
@@ -38,12 +41,15 @@ from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings
 
 
-async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
-    """Run ``config`` against fresh in-process services, one per condition, under ``data_dir``."""
-    services: dict[Condition, Services] = {
-        c: build_services(Settings(data_dir=data_dir / c)) for c in config.conditions
-    }
-    analyses = [analysis_for(s) for s in services.values()]
+@contextmanager
+def local_services(
+    conditions: Sequence[Condition], data_dir: Path, analysed: Sequence[Condition] | None = None
+) -> Iterator[tuple[ClientFactory, WaitForAnalysis]]:
+    """One in-process service per condition under ``data_dir``, its client factory, and a drain of
+    the attribution queues of ``analysed`` (default: every condition)."""
+    services: dict[Condition, Services] = {c: build_services(Settings(data_dir=data_dir / c)) for c in conditions}
+    learners = conditions if analysed is None else analysed
+    analyses = [analysis_for(s) for c, s in services.items() if c in learners]
 
     def clients(condition: Condition) -> AbstractAsyncContextManager[ToolClient]:
         return in_process_clients(services[condition])(condition)
@@ -54,10 +60,16 @@ async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
                 pass
 
     try:
-        return await run_bench(clients, drain, config)
+        yield clients, drain
     finally:
         for svc in services.values():
             svc.close()
+
+
+async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
+    """Run ``config`` against fresh in-process services, one per condition, under ``data_dir``."""
+    with local_services(config.conditions, data_dir) as (clients, drain):
+        return await run_bench(clients, drain, config)
 
 
 async def tuned(config: BenchConfig, data_dir: Path) -> BenchResults:
