@@ -81,20 +81,10 @@ def implied_belief(confidence: float) -> Belief:
     return Belief(disagree=round(_solve(lambda n: target - lower_bound(0.0, n)), 6))
 
 
-def with_outcome(template: ExperienceTemplate, succeeded: bool) -> Belief:
-    """The template's belief after one served outcome."""
-    belief = template.belief or implied_belief(template.confidence)
-    if succeeded:
-        return belief.model_copy(update={"served_ok": belief.served_ok + 1})
-    return belief.model_copy(update={"served_failed": belief.served_failed + 1})
-
-
 def apply_outcome(template: ExperienceTemplate, succeeded: bool, now: datetime | None = None) -> ExperienceTemplate:
     """The template after one served outcome: its belief counts it and its confidence follows."""
-    belief = with_outcome(template, succeeded)
-    return template.model_copy(
-        update={"belief": belief, "confidence": confidence_of(belief), "updated_at": now or utcnow()}
-    )
+    counted = carry_feedback(template, served_ok=int(succeeded), served_failed=int(not succeeded))
+    return counted.model_copy(update={"updated_at": now or utcnow()})
 
 
 def carry_feedback(template: ExperienceTemplate, served_ok: int, served_failed: int) -> ExperienceTemplate:
