@@ -42,8 +42,8 @@ from rich.table import Table
 from tokenizers import Tokenizer
 
 from bench.locomo.run import DEFAULT_DATA, HEADLINE, load, memory_writes
-from bench.procedural.harness import BenchConfig, in_process_clients, run_bench
 from cluster.auth import OwnerResolver
+from cluster.demo.harness import BenchConfig, in_process_clients, run_bench
 from cluster.embedding.onnx_minilm import TOKENIZER_PATH
 from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings

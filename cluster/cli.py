@@ -80,8 +80,8 @@ def demo(
     out: Annotated[Path | None, typer.Option(help="Results JSON (default <data_dir>/demo/results.json).")] = None,
 ) -> None:
     """The main job: agents learn from hindsight over three rounds on the embedded service."""
-    from bench.procedural.harness import BenchConfig
-    from cluster.demo import run_demo
+    from cluster.demo.harness import BenchConfig
+    from cluster.demo.run import run_demo
 
     config = BenchConfig(train_episodes=train, eval_episodes=eval_episodes, rounds=rounds, seed=seed)
     run_demo(load_settings(), config, out)

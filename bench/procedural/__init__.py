@@ -1,7 +1,6 @@
-"""Procedural-memory benchmark: seeded tool-use environments, scripted agents, and a harness that
-compares no memory, raw-trajectory replay, a naive rule learner and hindsight over the three-round
-story, per family against an oracle, and on families held out from every agent choice.
+"""Procedural-memory benchmarks: the demo's eleven hand-written families (:mod:`cluster.demo`) run in
+this process (:mod:`bench.procedural.run_local`), and seeded random families of rule shapes nobody
+wrote (:mod:`bench.procedural.generated`, run by :mod:`bench.procedural.generated_run`).
 
-Run it with :func:`bench.procedural.harness.run_bench` and print it with
-:func:`bench.procedural.report.print_report`.
+:mod:`bench.procedural.families` makes an instance of either kind by name.
 """

@@ -5,7 +5,7 @@ fleet would share it, reached through an in-process MCP client; between rounds h
 attribution queue is drained here, which is what the background workers do in a deployment (the
 other conditions record to their services too, at the same cost, but nothing reads what those
 would learn, so their queues are left alone). Rounds run as in
-:mod:`bench.procedural.harness` (evaluate on unseen instances, then train, then learn), with the
+:mod:`cluster.demo.harness` (evaluate on unseen instances, then train, then learn), with the
 service's defaults. Family seeds 0-99 are for tuning the generator and the agents; report on 100
 and up (the default).
 
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.procedural.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
-from bench.procedural.envs import make_episode
+from bench.procedural.families import make_episode
 from bench.procedural.generated import GeneratedEpisode, family_name, generated_class
 from bench.procedural.generated.report import (
     FamilyCell,
@@ -40,7 +39,10 @@ from bench.procedural.generated.report import (
     summarize,
     write_json,
 )
-from bench.procedural.harness import (
+from bench.procedural.run_local import local_services
+from cluster.core.ports import Embedder
+from cluster.demo.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
+from cluster.demo.harness import (
     BenchConfig,
     ClientFactory,
     Condition,
@@ -50,10 +52,8 @@ from bench.procedural.harness import (
     make_policy,
     seed_for,
 )
-from bench.procedural.naive import NaivePolicy
-from bench.procedural.recording import ToolClient
-from bench.procedural.run_local import local_services
-from cluster.core.ports import Embedder
+from cluster.demo.naive import NaivePolicy
+from cluster.demo.recording import ToolClient
 
 
 def family_names(config: RunConfig) -> tuple[str, ...]:
@@ -147,7 +147,7 @@ async def run_generated(
 ) -> list[FamilyCell]:
     """Run every condition through every round on the same instances; one cell per family, condition, round.
 
-    The rounds are the harness's (:func:`bench.procedural.harness.run_bench`), keeping each
+    The rounds are the harness's (:func:`cluster.demo.harness.run_bench`), keeping each
     episode so the first try of every decision can be read from its history.
 
     Raises:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import anyio
 
-from bench.procedural.harness import (
+from bench.procedural.families import make_episode
+from cluster.demo.harness import (
     CONDITIONS,
     FAMILY_GROUPS,
     TUNING_GRID,
@@ -35,8 +36,8 @@ from bench.procedural.harness import (
     pick_choice,
     run_bench,
 )
-from bench.procedural.recording import ToolClient
-from bench.procedural.report import print_report, write_json
+from cluster.demo.recording import ToolClient
+from cluster.demo.report import print_report, write_json
 from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings
 
@@ -69,7 +70,7 @@ def local_services(
 async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
     """Run ``config`` against fresh in-process services, one per condition, under ``data_dir``."""
     with local_services(config.conditions, data_dir) as (clients, drain):
-        return await run_bench(clients, drain, config)
+        return await run_bench(clients, drain, config, make=make_episode)
 
 
 async def tuned(config: BenchConfig, data_dir: Path) -> BenchResults:

@@ -1,11 +1,11 @@
 """Random task families for the procedural benchmark, drawn from a seeded grammar of rule shapes.
 
-The hand-written families (:mod:`bench.procedural.envs`) are solved at the oracle's step count;
+The hand-written families (:mod:`cluster.demo.envs`) are solved at the oracle's step count;
 these are not written by anyone, so a learner's mistakes on shapes nobody thought of show up.
 :func:`generate_family` draws a :class:`FamilySpec` from a seed and a :class:`GeneratorConfig`;
 :func:`episode_class` makes the ``Episode`` subclass that plays it; ``gen-0042`` names the
 default-config family of seed 42 wherever the harness takes a family name
-(:func:`bench.procedural.envs.make_episode`). Seeds 0-99 are for tuning, 100 and up for reporting.
+(:func:`bench.procedural.families.make_episode`). Seeds 0-99 are for tuning, 100 and up for reporting.
 
 Shapes (:data:`SHAPES`), drawn per family: a categorical feature of 2-8 values mapped onto 2-4
 actions, a numeric threshold, 2-3 numeric bands, a boolean, a conjunction of two features; a

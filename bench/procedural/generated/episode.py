@@ -1,4 +1,4 @@
-"""Playing a generated family: an :class:`~bench.procedural.env_base.Episode` per :class:`FamilySpec`.
+"""Playing a generated family: an :class:`~cluster.demo.env_base.Episode` per :class:`FamilySpec`.
 
 Each family is an ``Episode`` subclass made by :func:`episode_class` (the harness builds episodes
 from a class and a seed, as it does for the hand-written families); the default-config family of
@@ -27,10 +27,10 @@ from typing import ClassVar
 
 from pydantic import JsonValue
 
-from bench.procedural.env_base import Call, Episode, StepResult, StepView, fail, make_view, ok, token
 from bench.procedural.generated.grammar import generate_family
 from bench.procedural.generated.spec import FamilySpec, Param, Stage, Tool
 from bench.procedural.generated.values import draw
+from cluster.demo.env_base import Call, Episode, StepResult, StepView, fail, make_view, ok, token
 
 OPENING = "open"
 NAME = re.compile(r"^gen-(\d{4,})$")

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.procedural.generated.spec import SHAPES, Shape
-from bench.procedural.harness import CONDITIONS, Condition
 from cluster.core.types import Frozen
+from cluster.demo.harness import CONDITIONS, Condition
 
 TIE = 1e-9
 """Two steps ÷ oracle figures closer than this are a tie."""

@@ -9,10 +9,10 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from mcp import Client
 
-from bench.procedural.agents import ExplorePolicy, HindsightPolicy, ReplayPolicy, run_episode
-from bench.procedural.envs import make_episode
-from bench.procedural.harness import default_embedder
-from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayMemory
+from cluster.demo.agents import ExplorePolicy, HindsightPolicy, ReplayPolicy, run_episode
+from cluster.demo.envs import make_episode
+from cluster.demo.harness import default_embedder
+from cluster.demo.replay import RawTrajectory, RecordedStep, ReplayMemory
 from cluster.services import Services
 from cluster.trajectories.models import ResultStatus, Trajectory, TrajectoryStatus
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bench.procedural.env_base import Call, Episode
-from bench.procedural.envs import (
+from cluster.demo.env_base import Call, Episode
+from cluster.demo.envs import (
     FAMILIES,
     CsvExport,
     DataSync,

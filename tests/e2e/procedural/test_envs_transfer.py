@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bench.procedural.env_base import Call, Episode, StepResult
-from bench.procedural.envs import (
+from cluster.demo.env_base import Call, Episode, StepResult
+from cluster.demo.envs import (
     FAMILIES,
     NEW_FAMILIES,
     OLD_FAMILIES,
@@ -18,7 +18,7 @@ from bench.procedural.envs import (
     VideoResize,
     make_episode,
 )
-from bench.procedural.envs_services import GEOCODER_NOISE
+from cluster.demo.envs_services import GEOCODER_NOISE
 
 
 def call(action: str, **params: Any) -> Call:

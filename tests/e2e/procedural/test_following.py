@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bench.procedural.agents import Explorer, HindsightPolicy, tool_arguments
-from bench.procedural.env_base import Call, StepView
-from bench.procedural.envs import FormSubmit, ProductImport, make_episode
-from bench.procedural.following import fill, parse_condition, parse_served, predicate_holds
+from cluster.demo.agents import Explorer, HindsightPolicy, tool_arguments
+from cluster.demo.env_base import Call, StepView
+from cluster.demo.envs import FormSubmit, ProductImport, make_episode
+from cluster.demo.following import fill, parse_condition, parse_served, predicate_holds
 from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 from sqlalchemy import text
 
-from bench.procedural.harness import (
+from cluster.demo.harness import (
     ALL,
     BenchConfig,
     BenchResults,
@@ -21,7 +21,7 @@ from bench.procedural.harness import (
     run_bench,
     seed_for,
 )
-from bench.procedural.report import print_report, write_json
+from cluster.demo.report import print_report, write_json
 from cluster.services import Services, build_services
 from cluster.settings import Settings
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from bench.procedural.agents import Decision, run_episode
-from bench.procedural.env_base import Call, Episode, StepResult, StepView
-from bench.procedural.envs import ArchiveUpload, AssetPreview, make_episode
-from bench.procedural.naive import (
+from cluster.demo.agents import Decision, run_episode
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
+from cluster.demo.envs import ArchiveUpload, AssetPreview, make_episode
+from cluster.demo.naive import (
     NaivePolicy,
     NaiveServer,
     Split,

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bench.procedural.env_base import Call, Episode
-from bench.procedural.envs import FAMILIES, is_family, make_episode
+from bench.procedural.families import is_family, make_episode
 from bench.procedural.generated import (
     SHAPES,
     GeneratedEpisode,
@@ -22,6 +21,8 @@ from bench.procedural.generated import (
     generated_class,
 )
 from bench.procedural.generated.spec import VALUE_KINDS, FamilySpec
+from cluster.demo.env_base import Call, Episode
+from cluster.demo.envs import FAMILIES
 
 SEEDS = range(300)
 """Tuning seeds only (0-99) would be too few to meet every shape often; none of this tunes anything."""

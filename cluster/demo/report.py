@@ -1,18 +1,15 @@
-"""Print a bench run as tables and write it as JSON.
-
-Usage: ``python -m bench.procedural.report results.json`` prints a saved run.
-"""
+"""Print a bench run as tables and write it as JSON (``python -m bench.procedural.show RESULTS.json``
+prints a saved run)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bench.procedural.harness import ALL, BenchResults, GeneralizationReport
+from cluster.demo.harness import ALL, BenchResults, GeneralizationReport
 
 
 def _pct(value: float | None) -> str:
@@ -153,17 +150,3 @@ def write_json(results: BenchResults, path: Path) -> None:
     """Write the results as indented JSON (read back with ``BenchResults.model_validate_json``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print a saved results file."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m bench.procedural.report RESULTS.json", file=sys.stderr)
-        return 2
-    print_report(BenchResults.model_validate_json(Path(args[0]).read_text(encoding="utf-8")))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

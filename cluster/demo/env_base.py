@@ -10,7 +10,7 @@ the work of three calls costs three); the episode fails when the budget runs out
 Every family also computes its *oracle*: the fewest steps an agent that knew the hidden rules
 would spend on an instance (for a family with random tool failures, the expected fewest).
 
-Hidden rules live in the family subclasses (:mod:`bench.procedural.envs`): they decide from the
+Hidden rules live in the family subclasses (:mod:`cluster.demo.envs`): they decide from the
 instance's observable facts whether a call works. Failures that are the *tool's* fault are
 ``failure``; calls that ran but did something other than intended (clicking the wrong button)
 are ``partial``, so hindsight does not blame the tool for the agent's aim.

@@ -33,10 +33,10 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from bench.procedural.agents import Decision, EpisodeResult, ExplorePolicy
-from bench.procedural.env_base import Call, Episode, StepResult, StepView
-from bench.procedural.recording import ToolClient
 from cluster.core.types import Frozen
+from cluster.demo.agents import Decision, EpisodeResult, ExplorePolicy
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
+from cluster.demo.recording import ToolClient
 
 Scalar = str | int | float | bool | None
 NaiveOp = Literal["==", "<=", ">"]

@@ -40,13 +40,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from bench.procedural.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
-from bench.procedural.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, is_family, make_episode
-from bench.procedural.naive import NaivePolicy, NaiveServer
-from bench.procedural.recording import ToolClient
-from bench.procedural.replay import ReplayMemory
 from cluster.core.ports import Embedder
 from cluster.core.types import Frozen
+from cluster.demo.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
+from cluster.demo.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, EpisodeMaker, make_episode
+from cluster.demo.naive import NaivePolicy, NaiveServer
+from cluster.demo.recording import ToolClient
+from cluster.demo.replay import ReplayMemory
 from cluster.services import Services
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,9 @@ class BenchConfig(Frozen):
     """What to run."""
 
     families: tuple[str, ...] = Field(
-        default=tuple(FAMILIES), min_length=1, description="Hand-written family names, or gen-<seed> (generated)."
+        default=tuple(FAMILIES),
+        min_length=1,
+        description="Families the run's episode maker knows (default: the eleven hand-written).",
     )
     conditions: tuple[Condition, ...] = Field(default=CONDITIONS, min_length=1)
     rounds: int = Field(default=3, ge=1, le=20)
@@ -331,14 +333,20 @@ def make_policy(condition: Condition, config: BenchConfig, embedder: Callable[[]
 
 
 async def _run_phase(
-    client: ToolClient, policy: Policy, condition: Condition, config: BenchConfig, round_: int, phase: Phase
+    client: ToolClient,
+    policy: Policy,
+    condition: Condition,
+    config: BenchConfig,
+    round_: int,
+    phase: Phase,
+    make: EpisodeMaker,
 ) -> list[CellResult]:
     count = config.eval_episodes if phase == "eval" else config.train_episodes
     per_family: dict[str, list[EpisodeResult]] = {f: [] for f in config.families}
     for index in range(count):
         # Interleave families, so no family's instances all come first.
         for family in config.families:
-            episode = make_episode(family, seed_for(config, round_, phase, index))
+            episode = make(family, seed_for(config, round_, phase, index))
             result = await run_episode(client, episode, policy, agent_id=f"bench-{condition}")
             per_family[family].append(result)
     if not count:
@@ -386,12 +394,21 @@ def default_embedder() -> Embedder:
     return build_embedder(EmbeddingSettings())
 
 
+def _knows(make: EpisodeMaker, family: str) -> bool:
+    try:
+        make(family, 0)
+    except KeyError:
+        return False
+    return True
+
+
 async def run_bench(
     client_factory: ClientFactory,
     wait_for_analysis: WaitForAnalysis,
     config: BenchConfig | None = None,
     *,
     embedder: Callable[[], Embedder] = default_embedder,
+    make: EpisodeMaker = make_episode,
 ) -> BenchResults:
     """Run every condition through every round on the same seeds.
 
@@ -401,6 +418,7 @@ async def run_bench(
         wait_for_analysis: Awaited at the end of every round.
         config: What to run; defaults to :class:`BenchConfig`.
         embedder: Makes the replay baseline's embedder (default: offline MiniLM).
+        make: Makes a family's instance for a seed (default: the hand-written families).
 
     Returns:
         Per condition × round × phase × family results, the templates hindsight served, and the
@@ -419,7 +437,7 @@ async def run_bench(
         Over HTTP, return ``mcp.Client`` on a transport that carries that condition's bearer token.
     """
     config = config or BenchConfig()
-    unknown = {f for f in config.families if not is_family(f)}
+    unknown = {f for f in config.families if not _knows(make, f)}
     if unknown:
         raise ValueError(f"unknown families: {sorted(unknown)}")
     cells: list[CellResult] = []
@@ -429,7 +447,9 @@ async def run_bench(
         for round_ in range(1, config.rounds + 1):
             for condition in config.conditions:
                 for phase in ("eval", "train"):
-                    cells += await _run_phase(clients[condition], policies[condition], condition, config, round_, phase)
+                    cells += await _run_phase(
+                        clients[condition], policies[condition], condition, config, round_, phase, make
+                    )
             for policy in policies.values():
                 if isinstance(policy, ReplayPolicy):
                     policy.memory.commit()

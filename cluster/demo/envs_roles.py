@@ -1,7 +1,7 @@
 """A multi-role family: a planner plans a sync, an executor runs it, a verifier checks it.
 
 Each role keeps its own trajectory (and its own experience library). Hidden rules are listed in
-:mod:`bench.procedural.envs`.
+:mod:`cluster.demo.envs`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from pydantic import JsonValue
 
-from bench.procedural.env_base import (
+from cluster.demo.env_base import (
     Call,
     Episode,
     StepResult,

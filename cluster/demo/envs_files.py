@@ -1,6 +1,6 @@
 """File-handling families: previews by MIME type, resizing clips by aspect ratio, uploading by size.
 
-Hidden rules are listed in :mod:`bench.procedural.envs`. Every call reports a simulated
+Hidden rules are listed in :mod:`cluster.demo.envs`. Every call reports a simulated
 ``latency_ms``; ``video_resize``'s padded re-encode also costs three steps.
 """
 
@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from pydantic import JsonValue
 
-from bench.procedural.env_base import (
+from cluster.demo.env_base import (
     Call,
     Episode,
     StepResult,

@@ -10,7 +10,7 @@ Four policies share one loop (:func:`run_episode`), so they differ only in how t
   situation — context snapshot, available actions, decision name — when the tool takes it),
   follows a served template whose condition holds, avoids what it says to avoid, and explores
   otherwise.
-* :class:`bench.procedural.naive.NaivePolicy` — the naive baseline: one in-process rule per
+* :class:`cluster.demo.naive.NaivePolicy` — the naive baseline: one in-process rule per
   action that ever worked, with one separating context feature and a Laplace confidence.
 
 All of them record every call and finalize through MCP, so all pay the same recording cost.
@@ -26,11 +26,11 @@ from typing import Any, Literal, Protocol
 from mcp.shared.exceptions import MCPError
 from pydantic import Field, JsonValue
 
-from bench.procedural.env_base import Call, Episode, StepResult, StepView
-from bench.procedural.following import Served, follow, parse_served
-from bench.procedural.recording import Recorder, ToolClient, call_checked, error_text
-from bench.procedural.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
 from cluster.core.types import Frozen, canonical_json
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
+from cluster.demo.following import Served, follow, parse_served
+from cluster.demo.recording import Recorder, ToolClient, call_checked, error_text
+from cluster.demo.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
 
 logger = logging.getLogger(__name__)
 

@@ -61,22 +61,23 @@ Every family computes its oracle (``Episode.oracle_steps``): the fewest steps fo
 Instance-specific values (urls, file paths, table and job names) must be passed back exactly, so
 replaying another instance's concrete call fails where a generalized one works.
 
-The families live in :mod:`~bench.procedural.envs_web` (form_submit, table_lookup),
-:mod:`~bench.procedural.envs_data` (product_import, csv_export, db_insert),
-:mod:`~bench.procedural.envs_roles` (data_sync), :mod:`~bench.procedural.envs_files`
-(asset_preview, video_resize, archive_upload) and :mod:`~bench.procedural.envs_services`
+The families live in :mod:`~cluster.demo.envs_web` (form_submit, table_lookup),
+:mod:`~cluster.demo.envs_data` (product_import, csv_export, db_insert),
+:mod:`~cluster.demo.envs_roles` (data_sync), :mod:`~cluster.demo.envs_files`
+(asset_preview, video_resize, archive_upload) and :mod:`~cluster.demo.envs_services`
 (payment_settle, address_geocode).
 """
 
 from __future__ import annotations
 
-from bench.procedural.env_base import Episode
-from bench.procedural.envs_data import CsvExport, DbInsert, ProductImport
-from bench.procedural.envs_files import ArchiveUpload, AssetPreview, VideoResize
-from bench.procedural.envs_roles import DataSync
-from bench.procedural.envs_services import AddressGeocode, PaymentSettle
-from bench.procedural.envs_web import FormSubmit, TableLookup
-from bench.procedural.generated import family_seed, generated_episode
+from collections.abc import Callable
+
+from cluster.demo.env_base import Episode
+from cluster.demo.envs_data import CsvExport, DbInsert, ProductImport
+from cluster.demo.envs_files import ArchiveUpload, AssetPreview, VideoResize
+from cluster.demo.envs_roles import DataSync
+from cluster.demo.envs_services import AddressGeocode, PaymentSettle
+from cluster.demo.envs_web import FormSubmit, TableLookup
 
 OLD_FAMILIES: tuple[str, ...] = tuple(
     cls.family for cls in (FormSubmit, ProductImport, CsvExport, DbInsert, TableLookup, DataSync)
@@ -104,20 +105,18 @@ FAMILIES: dict[str, type[Episode]] = {
 }
 
 
+EpisodeMaker = Callable[[str, int], Episode]
+"""Makes a family's instance for a seed (``KeyError`` for a family it does not know); a benchmark
+with families of its own passes one to :func:`cluster.demo.harness.run_bench`."""
+
+
 def make_episode(family: str, seed: int, budget: int | None = None) -> Episode:
-    """A fresh instance of ``family`` for ``seed``; ``gen-0042`` is the generated family of seed 42.
+    """A fresh instance of the hand-written ``family`` for ``seed``.
 
     Raises:
         KeyError: Unknown family.
     """
-    if family in FAMILIES:
-        return FAMILIES[family](seed, budget)
-    return generated_episode(family, seed, budget)
-
-
-def is_family(name: str) -> bool:
-    """Whether :func:`make_episode` knows ``name``: a hand-written family or ``gen-<seed>``."""
-    return name in FAMILIES or family_seed(name) is not None
+    return FAMILIES[family](seed, budget)
 
 
 __all__ = [
@@ -130,11 +129,11 @@ __all__ = [
     "CsvExport",
     "DataSync",
     "DbInsert",
+    "EpisodeMaker",
     "FormSubmit",
     "PaymentSettle",
     "ProductImport",
     "TableLookup",
     "VideoResize",
-    "is_family",
     "make_episode",
 ]

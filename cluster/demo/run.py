@@ -2,7 +2,7 @@
 
 It starts the real service (local Ray, Serve with the MCP endpoint, the attribution pool, SQLite and
 Milvus Lite under ``<data_dir>/demo``), then runs scripted agents through the eleven simulated
-tool-use families in ``bench/procedural`` (six the service was developed on, five held out) in four
+tool-use families in :mod:`cluster.demo.envs` (six the service was developed on, five held out) in four
 conditions on the same seeds — no memory, replay of raw successful trajectories, a naive one-feature
 rule learner, hindsight experiences — each condition as its own owner over HTTP:
 
@@ -27,10 +27,10 @@ import anyio
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bench.procedural.harness import BenchConfig, BenchResults, Condition, run_bench
-from bench.procedural.recording import ToolClient
-from bench.procedural.report import print_report, write_json
 from cluster.client import http_client
+from cluster.demo.harness import BenchConfig, BenchResults, Condition, run_bench
+from cluster.demo.recording import ToolClient
+from cluster.demo.report import print_report, write_json
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service, wait_until_analysed
 from cluster.serve_config import AttributionConfig, HttpConfig, ServeConfig

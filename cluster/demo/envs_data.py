@@ -1,6 +1,6 @@
 """Data-moving families: product import, CSV export, batch insert into a database.
 
-Hidden rules are listed in :mod:`bench.procedural.envs`.
+Hidden rules are listed in :mod:`cluster.demo.envs`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 from pydantic import JsonValue
 
-from bench.procedural.env_base import (
+from cluster.demo.env_base import (
     Call,
     Episode,
     StepResult,

@@ -1,6 +1,6 @@
 """Families behind remote services: settling a card payment, geocoding a delivery address.
 
-Hidden rules are listed in :mod:`bench.procedural.envs`. ``payment_settle``'s right call depends on
+Hidden rules are listed in :mod:`cluster.demo.envs`. ``payment_settle``'s right call depends on
 what the first step returned; ``address_geocode``'s right call fails at random one time in ten.
 """
 
@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from pydantic import JsonValue
 
-from bench.procedural.env_base import (
+from cluster.demo.env_base import (
     Call,
     Episode,
     StepResult,

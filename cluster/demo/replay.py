@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from bench.procedural.env_base import Call
 from cluster.core.ports import Embedder
 from cluster.core.types import Frozen
+from cluster.demo.env_base import Call
 
 
 class RecordedStep(Frozen):

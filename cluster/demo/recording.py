@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from bench.procedural.env_base import Call, Episode, StepResult, StepView
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
 
 logger = logging.getLogger(__name__)
 
