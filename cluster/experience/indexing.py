@@ -74,18 +74,20 @@ class Indexing:
     def reindex(self, owner: str | None = None, batch_size: int = 512) -> int:
         """Rebuild the Milvus rows of one owner (or of every owner) from SQL; returns rows written.
 
-        Templates no longer in SQL are removed from the index.
+        Online, as the ``reindex`` job: rows are upserted over the old ones and templates no longer in
+        SQL are removed afterwards, so the library stays findable throughout. Every owner means SQL's
+        and Milvus' (one whose last template is gone may still have vectors).
         """
-        if owner is None:
-            with self.db.transaction() as session:
-                owners = SqlExperienceStore(session).owners()
-            self.index.drop()
-            self.index.ensure_collection()
-            return sum(self._reindex_owner(o, batch_size, fresh=True) for o in owners)
-        return self._reindex_owner(check_owner(owner), batch_size, fresh=False)
+        if owner is not None:
+            return self._reindex_owner(check_owner(owner), batch_size)
+        self.index.ensure_collection()
+        with self.db.transaction() as session:
+            owners = set(SqlExperienceStore(session).owners())
+        return sum(self._reindex_owner(o, batch_size) for o in sorted(owners | self.index.owners()))
 
-    def _reindex_owner(self, owner: str, batch_size: int, *, fresh: bool) -> int:
-        stale = set() if fresh else self.index.ids(owner)
+    def _reindex_owner(self, owner: str, batch_size: int) -> int:
+        # Noted before SQL is read: a template created meanwhile is indexed by its writer.
+        stale = self.index.ids(owner)
         written = 0
         with self.db.read() as session:
             items = list(SqlExperienceStore(session).iter_versions(owner, batch_size))

@@ -7,6 +7,8 @@ import json
 import random
 import threading
 import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -267,6 +269,31 @@ def test_reindex_from_sql_gives_the_same_answers(experience: ExperienceService) 
     experience.index.drop()
     assert experience.reindex() == 3 * len(TOPICS)
     assert answers() == before
+
+
+def test_a_full_reindex_keeps_every_library_findable_while_it_runs(
+    experience: ExperienceService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for owner in ("a", "b"):
+        add_topics(experience, owner)
+    # Vectors of an owner SQL no longer knows (a lost delete).
+    now = datetime.now(UTC)
+    vector = experience.embedder.embed(["Import 500 products from a CSV file"])[0]
+    experience.index.upsert([IndexRow(uuid.uuid4(), "ghost", "executor", "catalog_import", 0.9, now, now, vector)])
+    seen: list[int] = []
+    index_batch = experience.indexing._index
+
+    def observing(owner: str, items: Sequence[tuple[ExperienceTemplate, str, int]]) -> None:
+        # Mid-rebuild, before each owner's batch is written: the other owner's library is served.
+        other = "b" if owner == "a" else "a"
+        seen.append(len(experience.query_experience(other, TOPICS[0][3], role="executor").templates))
+        index_batch(owner, items)
+
+    monkeypatch.setattr(experience.indexing, "_index", observing)
+    assert experience.reindex() == 2 * len(TOPICS)
+    assert seen
+    assert all(n > 0 for n in seen)
+    assert experience.index.ids("ghost") == set()
 
 
 def test_reindex_of_one_owner_repairs_a_stale_index(experience: ExperienceService) -> None:
