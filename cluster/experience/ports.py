@@ -89,6 +89,6 @@ class ExperienceIndex(Protocol):
 
     def delete(self, owner: str, template_ids: Sequence[uuid.UUID]) -> None: ...
 
-    def drop(self) -> None:
-        """Remove every row of every owner (full rebuild only)."""
+    def owners(self) -> set[str]:
+        """Every owner with a row (a full rebuild visits them: SQL may no longer know one)."""
         ...
