@@ -16,11 +16,14 @@ Tool names and parameter structure stay; values are generalized across all the e
   context feature holding it in every run, else typed (``<mime_type>``). Dates and times come
   from the situation: named after the context feature when one holds them (even if constant),
   kept verbatim when two or more runs used the same one, else ``<date>`` / ``<time>``;
-* URLs → ``<url>``; file paths → ``<path>``, or ``<csv_path>`` when every run's file had the
+* URLs: named after the context feature holding them in every run, else kept verbatim when two
+  or more runs used the same one (an endpoint is a constant of the tool), else ``<url>``;
+* file paths → ``<path>``, or ``<csv_path>`` when every run's file had the
   same extension (a real one: it starts with a letter, so ``x.2026`` is just ``<path>``);
   e-mail addresses → ``<email>``; uuids, long hex strings and values of ``*id`` keys →
   ``<id>``; text longer than 64 characters → ``<text>``. These name one thing in one
-  environment, so they are placeholders even when every run used the same one;
+  environment (a machine's file, a person), so they are placeholders even when every run used
+  the same one;
 * numbers equal to the same context feature in every run → ``<feature>`` (e.g. ``<row_count>``);
   otherwise kept when equal in every run, else ``<int>`` / ``<number>``;
 * strings equal to the same context string in every run (a feature, or an item of a list
@@ -149,6 +152,8 @@ def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue
     kind = kinds[0] if len(set(kinds)) == 1 else None
     if set(kinds) <= {"css_id", "css"}:
         return _selector(values, kinds, samples)
+    if kind == "url":
+        return _url(values, samples)
     if kind == "path":
         exts = {m.group(1).lower() if (m := _FILE_EXT.search(v)) else "" for v in values}
         ext = exts.pop() if len(exts) == 1 else ""
@@ -187,6 +192,16 @@ def _typed_value(kind: str, values: list[str], samples: Sequence[Sample]) -> str
     # One run whose value the situation holds is no evidence of a constant: the next instance's
     # situation holds its own (a version ``11.10.5`` read off the context, not a fixed one).
     return f"<{feature}>" if feature is not None else f"<{kind}>"
+
+
+def _url(values: list[str], samples: Sequence[Sample]) -> str:
+    """Named after the context feature holding it in every run; else kept verbatim when two or more
+    runs used the same one (an endpoint is a constant of the tool: a placeholder would make the
+    follower guess among the situation's URLs); else ``<url>``."""
+    feature = _context_feature(values, [ctx for _, ctx in samples])
+    if feature is not None:
+        return f"<{feature}>"
+    return values[0] if len(set(values)) == 1 and len(values) > 1 else "<url>"
 
 
 def _selector(values: list[str], kinds: list[str], samples: Sequence[Sample]) -> str:

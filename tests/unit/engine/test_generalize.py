@@ -36,6 +36,23 @@ def test_paths_urls_ids_and_emails_become_placeholders() -> None:
     }
 
 
+def test_a_url_is_the_situations_or_a_constant_of_the_tool() -> None:
+    endpoint = "https://api.example.test/v2/upload"
+    page = {"page": {"url": "https://shop.test/p/1"}}
+    other = {"page": {"url": "https://shop.test/p/2"}}
+    # Every run posted to one endpoint no context holds: the tool's constant, kept for the follower.
+    assert generalize_params([({"to": endpoint}, {}), ({"to": endpoint}, {})]) == {"to": endpoint}
+    # The situation's URL, whether or not it varied, is named after the feature holding it.
+    same = [({"open": "https://shop.test/p/1"}, page), ({"open": "https://shop.test/p/1"}, page)]
+    assert generalize_params(same) == {"open": "<page.url>"}
+    varied = [({"open": "https://shop.test/p/1"}, page), ({"open": "https://shop.test/p/2"}, other)]
+    assert generalize_params(varied) == {"open": "<page.url>"}
+    # One run is no evidence of a constant; the same address of a person or a file never is.
+    assert generalize_params([({"to": endpoint}, {})]) == {"to": "<url>"}
+    mail = [({"to": "a@b.io", "f": "/etc/x.yaml"}, {}), ({"to": "a@b.io", "f": "/etc/x.yaml"}, {})]
+    assert generalize_params(mail) == {"to": "<email>", "f": "<yaml_path>"}
+
+
 def test_mixed_extensions_give_a_plain_path_placeholder() -> None:
     assert generalize_params([({"f": "/a/x.csv"}, {}), ({"f": "/a/y.json"}, {})]) == {"f": "<path>"}
 
