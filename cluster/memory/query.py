@@ -84,8 +84,13 @@ class Queries:
         # cost nothing idle; enough that concurrent queries of a replica do not queue here.
         self._searches = ThreadPoolExecutor(max_workers=32, thread_name_prefix="memory-search")
 
-    def run(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
-        """Entity filter → temporal filter → dense + lexical ranking, fused → the later stages → top-k."""
+    def run(
+        self, owner: str, request: MemoryQuery, *, now: datetime | None = None, record_access: bool = True
+    ) -> MemoryQueryResult:
+        """Entity filter → temporal filter → dense + lexical ranking, fused → the later stages → top-k.
+
+        ``record_access`` False: a look that is no use of the memories (the console) leaves their activity as it was.
+        """
         check_owner(owner)
         now = now or utcnow()
         cache_key = request.model_dump_json()
@@ -110,6 +115,8 @@ class Queries:
             expansions=tuple(w for w, _ in found.plan.expansions),
         )
         self.cache.put(owner, cache_key, generation, result, now)
+        if not record_access:
+            return result
         accesses = self.derived.accesses
         accesses.add(owner, [r.seq for r in top], now)
         if accesses.due(now) and self._flushing.acquire(blocking=False):

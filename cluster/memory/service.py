@@ -192,9 +192,11 @@ class MemoryService:
 
     # ------------------------------------------------------------------------------------- query
 
-    def run_query(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> MemoryQueryResult:
-        """The ``memory_query`` tool: a read-only unit of work."""
-        return self.queries.run(owner, request, now=now)
+    def run_query(
+        self, owner: str, request: MemoryQuery, *, now: datetime | None = None, record_access: bool = True
+    ) -> MemoryQueryResult:
+        """The ``memory_query`` tool: a read-only unit of work (``record_access`` False: not counted as a use)."""
+        return self.queries.run(owner, request, now=now, record_access=record_access)
 
     def candidates(self, owner: str, request: MemoryQuery, *, now: datetime | None = None) -> Candidates:
         """What the ranking of :meth:`run_query` starts from, for tuning a ``RankingPolicy`` offline."""

@@ -455,6 +455,26 @@ class SqlTrajectoryStore:
             query = query.where(TrajectoryRow.owner == owner)
         return {row_owner: newest for row_owner, newest in self._session.execute(query) if newest is not None}
 
+    def recent(self, owner: str, limit: int = 100) -> list[TrajectoryEntry]:
+        """The owner's latest trajectories without their nodes, newest first (the console's list)."""
+        query = (
+            select(TrajectoryRow)
+            .where(TrajectoryRow.owner == owner)
+            .order_by(TrajectoryRow.created_at.desc(), TrajectoryRow.trajectory_id)
+            .limit(limit)
+        )
+        return [
+            TrajectoryEntry(
+                header=_header(row),
+                status=TrajectoryStatus(row.status),
+                outcome=(row.outcome or {}).get("status"),
+                node_count=row.node_count,
+                created_at=row.created_at,
+                analysis=AnalysisStatus(row.analysis_status),
+            )
+            for row in self._session.scalars(query)
+        ]
+
     def _row(self, owner: str, trajectory_id: uuid.UUID, *, lock: bool, missing_ok: bool = False) -> TrajectoryRow:
         query = select(TrajectoryRow).where(TrajectoryRow.owner == owner, TrajectoryRow.trajectory_id == trajectory_id)
         if lock:
@@ -493,6 +513,17 @@ class FinalizedEntry(NamedTuple):
     run_id: str | None
     finalized_at: datetime
     created_at: datetime
+
+
+class TrajectoryEntry(NamedTuple):
+    """One trajectory's header and state without its nodes, as :meth:`SqlTrajectoryStore.recent` lists them."""
+
+    header: TrajectoryHeader
+    status: TrajectoryStatus
+    outcome: str | None
+    node_count: int
+    created_at: datetime
+    analysis: AnalysisStatus
 
 
 def _header(row: TrajectoryRow | Row[Any]) -> TrajectoryHeader:

@@ -289,3 +289,21 @@ class Versions:
             .limit(limit)
         )
         return [stored(row) for row in rows]
+
+    # ------------------------------------------------------------------------------ browsing
+
+    def newest(self, limit: int, *, current_only: bool = True) -> list[StoredMemory]:
+        """The owner's latest versions, newest first (current ones only, unless asked): the console's list."""
+        query = select(MemoryRow).where(MemoryRow.owner == self.owner)
+        if current_only:
+            query = query.where(MemoryRow.state == MemoryState.CURRENT)
+        return [stored(row) for row in self.session.scalars(query.order_by(MemoryRow.seq.desc()).limit(limit))]
+
+    def lineage(self, lineage_id: uuid.UUID) -> list[StoredMemory]:
+        """Every version of one memory, oldest first."""
+        rows = self.session.scalars(
+            select(MemoryRow)
+            .where(MemoryRow.owner == self.owner, MemoryRow.lineage_id == lineage_id)
+            .order_by(MemoryRow.seq)
+        )
+        return [stored(row) for row in rows]
