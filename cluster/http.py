@@ -1,4 +1,5 @@
-"""The HTTP face of the service: MCP over Streamable HTTP at ``/mcp/``, ``/health`` and ``/metrics``."""
+"""The HTTP face of the service: MCP over Streamable HTTP at ``/mcp/``, ``/health``, ``/metrics`` and the
+read-only console at ``/ui/``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cluster.auth import OwnerResolver
+from cluster.console.routes import console_routes
 from cluster.core.errors import Unauthorized
 from cluster.services import Services
 from cluster.tool_calls import ToolCalls
@@ -64,7 +66,7 @@ class McpFirst:
 
 
 def build_http_app(services: Services, owners: OwnerResolver, *, direct_tool_calls: bool = True) -> ASGIApp:
-    """The HTTP app: MCP at ``/mcp/``, ``/health`` and ``/metrics``; its lifespan runs the MCP
+    """The HTTP app: MCP at ``/mcp/``, ``/health``, ``/metrics`` and the console at ``/ui/``; its lifespan runs the MCP
     session manager. ``direct_tool_calls`` answers plain tool calls without the SDK's per-request
     session (:mod:`cluster.tool_calls`); off, every request takes the SDK's path."""
     server = build_server(services, owners)
@@ -101,6 +103,9 @@ def build_http_app(services: Services, owners: OwnerResolver, *, direct_tool_cal
     async def metrics() -> Response:
         body = await anyio.to_thread.run_sync(services.metrics.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    # Each of its JSON calls resolves the owner from its own bearer token (cluster/console/routes.py).
+    app.include_router(console_routes(services, owners))
 
     mcp = BearerAuth(mcp_app if tool_calls is None else tool_calls, owners)
     # Mounted too, so that ``/mcp`` still redirects to ``/mcp/`` as before.
