@@ -18,7 +18,7 @@ function el(tag, attrs, ...children) {
 }
 
 function append(node, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -128,7 +128,7 @@ async function trajectoryView(id, picked) {
     const good = byId.get(c.good.node_id), bad = byId.get(c.bad.node_id);
     if (!good || !bad) continue;
     const [x1, y1] = at(bad), [x2, y2] = at(good);
-    drawing.append(svg("path", { d: `M${x1},${y1 + 22} Q${(x1 + x2) / 2},${Math.max(y1, y2) + 60} ${x2},${y2 + 22}`,
+    drawing.append(svg("path", { d: `M${x1},${y1 + 40} Q${(x1 + x2) / 2},${Math.max(y1, y2) + 66} ${x2},${y2 + 40}`,
       fill: "none", stroke: "#2459a8", "stroke-dasharray": "5 4", "stroke-width": 1.5 },
       svg("title", {}, `contrast: ${c.bad.action} (${fixed(c.bad.score)}) vs ${c.good.action} (${fixed(c.good.score)})`)));
   }
@@ -188,7 +188,9 @@ async function libraryView(version) {
     el("td", {}, t.source, t.supplementary ? " · edge case" : "", t.retired ? " · retired" : "")));
   const numbers = lib.versions.map((v) => v.version);
   const pick = (name, value) => el("select", { name }, numbers.map((n) => el("option", { value: n, selected: n === value }, "v" + n)));
-  const a = pick("a", numbers.length > 1 ? numbers[numbers.length - 2] : numbers[0]), b = pick("b", lib.active);
+  // By default: the version served now against the newest other one (what a promote would change).
+  const other = numbers.filter((n) => n !== lib.active).pop();
+  const a = pick("a", lib.active ?? numbers[0]), b = pick("b", other ?? lib.active);
   const form = el("form", { class: "inline", on: { submit: (e) => { e.preventDefault(); location.hash = `#/diff/${a.value}/${b.value}`; } } },
     "Compare", a, "with", b, el("button", { type: "submit" }, "Diff"));
   return [
