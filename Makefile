@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint postgres
+.PHONY: demo test lint postgres notebook console-screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,3 +27,11 @@ lint: $(BIN)/.installed
 
 test: lint postgres
 	RAY_AUTH_MODE=disabled $(BIN)/pytest
+
+# Runs notebooks/ on the demo's data (run `make demo` first for the full picture) and saves its plots in docs/notebook/.
+notebook: $(BIN)/.installed
+	$(BIN)/python -m notebooks.run
+
+# Refreshes docs/console/*.png from the console's browser test (needs /usr/bin/chromium: apt-get install chromium).
+console-screenshots: $(BIN)/.installed
+	HINDSIGHT_SCREENSHOTS=docs/console RAY_AUTH_MODE=disabled $(BIN)/pytest tests/e2e/console/test_console_browser.py -q
