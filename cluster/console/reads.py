@@ -89,9 +89,8 @@ def trajectory(services: Services, owner: str, trajectory_id: uuid.UUID) -> dict
         ids = [i for i in store.history(owner, roles, header.task_type, HISTORY_LIMIT) if i != trajectory_id]
         history = store.load_many(owner, ids)
         members = store.run_members(owner, [header.run_id], known=[trajectory_id, *ids]) if header.run_id else []
-    result = attribute_batch(
-        [current], history, scorer=load_scorer(settings.scorer, settings.scorer_modules), run_members=members
-    )[0]
+    load_scorer(settings.scorer, settings.scorer_modules)  # registers a scorer of one's own under its name
+    result = attribute_batch([current], history, scorer=settings.scorer, run_members=members)[0]
     scores = {s.node_id: s.score for s in result.node_scores}
     place = layout(current)
     others = {t.trajectory_id: t for t in history}
