@@ -74,6 +74,10 @@ async def test_health_and_metrics(running: RunningService) -> None:
         assert health.status_code == 200
         assert health.json()["checks"] == {"sql": True, "milvus": True}
         metrics = (await http.get(f"{running.url}/metrics")).text
+        # The read-only console is served by the same replicas, the owner from the bearer token.
+        assert (await http.get(f"{running.url}/ui/")).status_code == 200
+        who = await http.get(f"{running.url}/ui/api/whoami", headers={"Authorization": "Bearer token-bob"})
+        assert who.json()["owner"] == "bob"
     for name in ("hindsight_tool_calls_total", "hindsight_attribution_queue_depth", "hindsight_memory_cache_hits"):
         assert name in metrics
 
