@@ -57,8 +57,8 @@ def console_routes(services: Services, owners: OwnerResolver) -> APIRouter:
         return JSONResponse(jsonable_encoder(body), headers={"Cache-Control": "no-store"})
 
     @router.get("")
-    async def bare() -> Response:
-        return RedirectResponse("/ui/")
+    async def bare(request: Request) -> Response:
+        return RedirectResponse(request.scope.get("root_path", "") + "/ui/")
 
     @router.get("/")
     async def page() -> Response:

@@ -41,7 +41,8 @@ class HttpError extends Error {
 async function api(path) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   const headers = token ? { Authorization: "Bearer " + token } : {};
-  const response = await fetch("/ui/api/" + path, { headers, credentials: "omit", cache: "no-store" });
+  // Relative to the page (/ui/), so the console works under any prefix the service is mounted at.
+  const response = await fetch("api/" + path, { headers, credentials: "omit", cache: "no-store" });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new HttpError(response.status, body.detail || response.statusText);
   return body;

@@ -6,7 +6,10 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.testclient import TestClient
 
+from cluster.auth import OwnerResolver
+from cluster.http import build_http_app
 from tests.e2e.console.conftest import Console
 from tests.e2e.console.data import BOB_MEMORY, BOB_TASK, RETRY_TASK
 
@@ -124,3 +127,12 @@ def test_bad_input_gets_a_short_error(console: Console) -> None:
     assert get(console, "library?version=x", ALICE, status=400)["detail"] == "version: 'x' is not a whole number"
     assert get(console, "library?version=9", ALICE, status=404)["detail"] == "library version 9 not found"
     assert get(console, "memory-search?q=", ALICE, status=400)["detail"].startswith("query: ")
+
+
+def test_without_tokens_the_console_opens_as_the_local_owner(console: Console) -> None:
+    """Development mode (no auth_tokens): no token asked for, and the local owner sees only its own."""
+    app = build_http_app(console.services, OwnerResolver({}, "local"))
+    with TestClient(app) as http:
+        assert http.get("/ui/api/whoami").json() == {"owner": "local", "development_mode": True}
+        assert http.get("/ui/api/trajectories").json() == {"trajectories": []}
+        assert http.get(f"/ui/api/trajectories/{console.seeded.retry_run}").status_code == 404
