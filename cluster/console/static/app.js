@@ -320,22 +320,29 @@ const ROUTES = [
   [/^.*$/, "trajectories", () => trajectoriesView()],
 ];
 
+let renders = 0;
+
 async function render() {
   const view = $("view");
   const hash = location.hash || "#/trajectories";
+  // A view still loading when the next is asked for must not replace it when its answer comes late.
+  const ticket = ++renders;
   for (const [pattern, section, build] of ROUTES) {
     const match = hash.match(pattern);
     if (!match) continue;
     document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("on", a.dataset.view === section));
     view.setAttribute("aria-busy", "true");
+    let content;
     try {
-      view.replaceChildren(...[await build(match)].flat());
+      content = [await build(match)].flat();
     } catch (error) {
+      if (ticket !== renders) return;
       if (error instanceof HttpError && error.status === 401) return signIn(error.message);
-      view.replaceChildren(el("p", { class: "error", id: "failure" }, error.message));
-    } finally {
-      view.setAttribute("aria-busy", "false");
+      content = [el("p", { class: "error", id: "failure" }, error.message)];
     }
+    if (ticket !== renders) return;
+    view.replaceChildren(...content);
+    view.setAttribute("aria-busy", "false");
     return;
   }
 }
