@@ -168,6 +168,32 @@ def stdio() -> None:
 
 
 @app.command()
+def proxy(
+    config: Annotated[Path, typer.Option("--config", "-c", help="JSON with mcpServers (docs/proxy.md).")],
+    http: Annotated[
+        str | None, typer.Option(help="Serve Streamable HTTP on HOST:PORT (path /mcp) instead of stdio.")
+    ] = None,
+) -> None:
+    """Front the agent's MCP servers and record every tool call in hindsight (no recording code)."""
+    from cluster.core.errors import InvalidInput
+    from cluster.proxy.config import load_config
+    from cluster.proxy.run import run
+
+    try:
+        proxy_config = load_config(config)
+        address = None
+        if http is not None:
+            host, _, port = http.rpartition(":")
+            if not host or not port.isdigit():
+                raise InvalidInput(f"--http {http!r}: give HOST:PORT, e.g. 127.0.0.1:8765")
+            address = (host, int(port))
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    run(proxy_config, load_settings(), address)
+
+
+@app.command()
 def maintain() -> None:
     """One memory maintenance pass: promote what turned out to matter, archive the idle, purge the expired."""
     from cluster.memory.maintenance import run_maintenance

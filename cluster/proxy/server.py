@@ -1,0 +1,280 @@
+"""The proxy's MCP server: the upstreams' tools, resources and prompts as they are, each tool call
+recorded, plus hindsight_begin / hindsight_finalize / hindsight_advice."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp import Client, MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    TextContent,
+    Tool,
+)
+
+from cluster.proxy.config import ProxyConfig
+from cluster.proxy.recorder import Recorder
+from cluster.proxy.trajectories import META_SESSION, Trajectories
+from cluster.proxy.upstream import Upstream, error_result
+from cluster.trajectories.models import ResultStatus
+
+logger = logging.getLogger(__name__)
+
+BEGIN, FINALIZE, ADVICE = "hindsight_begin", "hindsight_finalize", "hindsight_advice"
+_STOP_DRAIN_S = 10.0
+_SWEEP_S = 5.0
+_OWN_META = ("hindsight/", "io.modelcontextprotocol/")
+"""``_meta`` keys not passed upstream: the proxy's own, and the protocol envelope of the agent's
+connection (the proxy's client stamps its own)."""
+
+_BEGIN_TOOL = Tool(
+    name=BEGIN,
+    description="Start a new task: calls from now on are recorded as one trajectory under this task "
+    "(the previous one closes with its last call's outcome). Optional: without it a session is one task.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "minLength": 1, "maxLength": 4000, "description": "The task in words."},
+            "task_type": {"type": "string", "maxLength": 200, "description": "A short label, e.g. 'import'."},
+        },
+        "required": ["task"],
+    },
+)
+_FINALIZE_TOOL = Tool(
+    name=FINALIZE,
+    description="Say how the current task ended; hindsight learns from it in the background. Without it "
+    "the task ends with its last call's outcome when the session ends.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "outcome": {"type": "string", "enum": ["success", "failure", "partial"]},
+            "summary": {"type": "string", "maxLength": 2000},
+        },
+        "required": ["outcome"],
+    },
+)
+_ADVICE_TOOL = Tool(
+    name=ADVICE,
+    description="Lessons learned from earlier tasks for your next step (which tool, which to avoid). "
+    "Cheap; call it before a decision you are unsure of.",
+    input_schema={
+        "type": "object",
+        "properties": {"situation": {"type": "string", "description": "Optional: what you face, in words."}},
+    },
+)
+
+
+@dataclass
+class Proxy:
+    """What every request of the proxy's server shares (its lifespan state)."""
+
+    config: ProxyConfig
+    upstreams: dict[str, Upstream]
+    recorder: Recorder
+    trajectories: Trajectories
+    routes: dict[str, tuple[Upstream, str]] = field(default_factory=dict)
+    """Tool name as listed by the proxy -> its upstream and its name there."""
+
+    def own_tools(self) -> list[Tool]:
+        tools = [_BEGIN_TOOL, _FINALIZE_TOOL]
+        if self.config.hindsight.advice == "tool":
+            tools.append(_ADVICE_TOOL)
+        return tools
+
+    def route(self) -> list[Tool]:
+        """The upstreams' tools under the names the agent sees: unchanged, unless two upstreams
+        list the same name (the later one's is then ``<server>__<tool>``)."""
+        own = {t.name for t in self.own_tools()}
+        routes: dict[str, tuple[Upstream, str]] = {}
+        listed: list[Tool] = []
+        for upstream in self.upstreams.values():
+            for tool in upstream.tools:
+                name = tool.name
+                if name in routes or name in own:
+                    name = f"{upstream.name}__{tool.name}"
+                routes[name] = (upstream, tool.name)
+                listed.append(tool if name == tool.name else tool.model_copy(update={"name": name}))
+        self.routes = routes
+        return listed
+
+
+def build_proxy_server(config: ProxyConfig, connect: Callable[[], Client]) -> Server[Proxy]:
+    """The proxy as an MCP server; ``connect`` makes a client to the hindsight that records."""
+
+    @asynccontextmanager
+    async def lifespan(_: Server[Proxy]) -> AsyncIterator[Proxy]:
+        timeout = config.hindsight.call_timeout_s
+        upstreams = {name: Upstream(name, spec, timeout) for name, spec in config.servers.items()}
+        recorder = Recorder(connect)
+        proxy = Proxy(config, upstreams, recorder, Trajectories(config.hindsight, recorder))
+        async with anyio.create_task_group() as tg:
+            await tg.start(recorder.run)
+            async with anyio.create_task_group() as starting:
+                for upstream in upstreams.values():
+                    starting.start_soon(tg.start, upstream.run)
+            proxy.route()
+            tg.start_soon(_sweep, proxy)
+            try:
+                yield proxy
+            finally:
+                with anyio.CancelScope(shield=True):
+                    proxy.trajectories.finalize_all()
+                    await recorder.stop(_STOP_DRAIN_S)
+                tg.cancel_scope.cancel()
+
+    return Server[Proxy](
+        "hindsight-proxy",
+        instructions="Your tools, recorded by hindsight so it learns from your tasks.",
+        lifespan=lifespan,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+        on_list_resources=_list_resources,
+        on_read_resource=_read_resource,
+        on_list_prompts=_list_prompts,
+        on_get_prompt=_get_prompt,
+    )
+
+
+async def _sweep(proxy: Proxy) -> None:
+    """Close trajectories of sessions gone quiet (an HTTP client that never said goodbye)."""
+    while True:
+        await anyio.sleep(min(_SWEEP_S, proxy.config.hindsight.idle_finalize_s))
+        proxy.trajectories.finalize_idle()
+
+
+async def _list_tools(ctx: ServerRequestContext[Proxy], params: PaginatedRequestParams | None) -> ListToolsResult:
+    proxy = ctx.lifespan_context
+    for upstream in proxy.upstreams.values():
+        await upstream.refresh_tools()
+    return ListToolsResult(tools=[*proxy.route(), *proxy.own_tools()])
+
+
+async def _call_tool(ctx: ServerRequestContext[Proxy], params: CallToolRequestParams) -> CallToolResult:
+    proxy = ctx.lifespan_context
+    meta: Mapping[str, Any] = ctx.meta or {}
+    key = _session_key(ctx, meta)
+    arguments = params.arguments or {}
+    if params.name == BEGIN:
+        return _begin(proxy, key, arguments)
+    if params.name == FINALIZE:
+        return _finalize(proxy, key, arguments)
+    if params.name == ADVICE and proxy.config.hindsight.advice == "tool":
+        return await _advice(proxy, key, meta, arguments)
+    route = proxy.routes.get(params.name)
+    if route is None:
+        raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}; tools/list names the tools there are")
+    upstream, name = route
+    forwarded = {k: v for k, v in meta.items() if not k.startswith(_OWN_META) and k != "progress_token"}
+    start = time.perf_counter()
+    result = await upstream.call_tool(name, params.arguments, forwarded)
+    latency_ms = (time.perf_counter() - start) * 1000
+    proxy.trajectories.record(key, list(proxy.routes), params.name, params.arguments, result, latency_ms, meta)
+    return result
+
+
+def _session_key(ctx: ServerRequestContext[Proxy], meta: Mapping[str, Any]) -> str:
+    """The trajectory a call belongs to: the agent's ``hindsight/session``, else its MCP session
+    (the HTTP session id; on stdio the proxy serves one session), else one shared default."""
+    named = meta.get(META_SESSION)
+    if isinstance(named, str) and named:
+        return f"meta:{named}"
+    headers = getattr(ctx.request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    return f"http:{session_id}" if session_id else "default"
+
+
+def _begin(proxy: Proxy, key: str, arguments: Mapping[str, Any]) -> CallToolResult:
+    task = arguments.get("task")
+    task_type = arguments.get("task_type")
+    if not isinstance(task, str) or not task.strip() or len(task) > 4000:
+        return error_result("InvalidInput: task: send the task in words, 1-4000 characters")
+    if task_type is not None and (not isinstance(task_type, str) or not 0 < len(task_type) <= 200):
+        return error_result("InvalidInput: task_type: a short label, 1-200 characters")
+    trajectory = proxy.trajectories.begin(key, task, task_type)
+    return _text(f"Recording task {task[:80]!r} as trajectory {trajectory.trajectory_id}.")
+
+
+def _finalize(proxy: Proxy, key: str, arguments: Mapping[str, Any]) -> CallToolResult:
+    outcome = arguments.get("outcome")
+    summary = arguments.get("summary")
+    if outcome not in {s.value for s in ResultStatus}:
+        return error_result("InvalidInput: outcome: one of success, failure, partial")
+    if summary is not None and (not isinstance(summary, str) or len(summary) > 2000):
+        return error_result("InvalidInput: summary: text of at most 2000 characters")
+    closed = proxy.trajectories.finalize(key, ResultStatus(outcome), summary)
+    if closed is None:
+        return _text("No call was recorded for this task yet; nothing to close.")
+    return _text(
+        f"Task closed as {outcome}; hindsight learns from trajectory {closed.trajectory_id} in the background."
+    )
+
+
+async def _advice(proxy: Proxy, key: str, meta: Mapping[str, Any], arguments: Mapping[str, Any]) -> CallToolResult:
+    spec = proxy.config.hindsight
+    trajectory = proxy.trajectories.current(key)
+    situation = arguments.get("situation")
+    query: dict[str, Any] = {
+        "context": situation if isinstance(situation, str) and situation else trajectory.header.task,
+        "context_snapshot": proxy.trajectories.snapshot(key, meta),
+        "available_actions": list(proxy.routes)[:200],
+        "role": spec.role,
+    }
+    if trajectory.header.task_type is not None:
+        query["task_type"] = trajectory.header.task_type
+    try:
+        result = await proxy.recorder.query("query_experience", query, spec.call_timeout_s)
+    except Exception as exc:  # advice is optional: say so, and the agent goes on without it
+        return error_result(f"AdviceUnavailable: hindsight did not answer ({type(exc).__name__}: {exc})")
+    served = (result.structured_content or {}).get("experiences", [])
+    trajectory.served.extend(str(e["id"]) for e in served if isinstance(e, dict) and "id" in e)
+    return CallToolResult(content=result.content, is_error=result.is_error)
+
+
+def _text(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)])
+
+
+async def _list_resources(
+    ctx: ServerRequestContext[Proxy], params: PaginatedRequestParams | None
+) -> ListResourcesResult:
+    return ListResourcesResult(resources=[r for u in ctx.lifespan_context.upstreams.values() for r in u.resources])
+
+
+async def _read_resource(ctx: ServerRequestContext[Proxy], params: ReadResourceRequestParams) -> ReadResourceResult:
+    upstreams = list(ctx.lifespan_context.upstreams.values())
+    uri = str(params.uri)
+    owner = next((u for u in upstreams if any(str(r.uri) == uri for r in u.resources)), None)
+    owner = owner or next((u for u in upstreams if u.capabilities.resources is not None), None)
+    if owner is None:
+        raise MCPError(INVALID_PARAMS, f"Unknown resource: {uri}; no upstream server offers resources")
+    return await owner.read_resource(uri)
+
+
+async def _list_prompts(ctx: ServerRequestContext[Proxy], params: PaginatedRequestParams | None) -> ListPromptsResult:
+    return ListPromptsResult(prompts=[p for u in ctx.lifespan_context.upstreams.values() for p in u.prompts])
+
+
+async def _get_prompt(ctx: ServerRequestContext[Proxy], params: GetPromptRequestParams) -> GetPromptResult:
+    owner = next(
+        (u for u in ctx.lifespan_context.upstreams.values() if any(p.name == params.name for p in u.prompts)), None
+    )
+    if owner is None:
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}; prompts/list names the prompts there are")
+    return await owner.get_prompt(params.name, params.arguments)

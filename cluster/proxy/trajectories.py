@@ -1,0 +1,215 @@
+"""Which trajectory a tool call belongs to, and the node it becomes.
+
+A trajectory is one MCP session by default (the proxy process on stdio; the ``Mcp-Session-Id`` on
+Streamable HTTP), or what the agent marks off with ``hindsight_begin`` / ``hindsight_finalize``.
+It closes with the agent's outcome, or with its last call's when the agent never says (the proxy
+stops, or the session is idle for ``idle_finalize_s``).
+
+Everything here is synchronous: on the proxy's one event loop no two calls interleave inside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import ValidationError
+
+from cluster.core.types import canonical_json
+from cluster.proxy.config import RecordingSpec
+from cluster.proxy.recorder import FinalizeRecord, Header, NodeRecord, Recorder
+from cluster.proxy.redact import redact
+from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus
+
+logger = logging.getLogger(__name__)
+
+META_CONTEXT = "hindsight/context"
+"""``_meta`` key: a JSON object, what the agent sees now; stored as the node's context snapshot."""
+META_TASK = "hindsight/task"
+"""``_meta`` key: the task in words, for a trajectory this call opens."""
+META_SESSION = "hindsight/session"
+"""``_meta`` key: calls with the same value form one trajectory (clients without MCP sessions)."""
+
+MAX_NODES = 500
+"""The service's max_trajectory_nodes default: a longer session continues in a new trajectory."""
+_SUMMARY_CHARS = 200
+_MAX_ACTIONS = 200
+
+
+@dataclass
+class OpenTrajectory:
+    trajectory_id: uuid.UUID
+    header: Header
+    last_node: uuid.UUID | None = None
+    last_status: ResultStatus | None = None
+    nodes: int = 0
+    recent: deque[dict[str, Any]] = field(default_factory=deque)
+    served: list[str] = field(default_factory=list)
+    touched: float = field(default_factory=time.monotonic)
+
+
+class Trajectories:
+    """The open trajectory of each session key, turning calls into queued records."""
+
+    def __init__(self, spec: RecordingSpec, recorder: Recorder) -> None:
+        self.spec = spec
+        self.recorder = recorder
+        self._redact = re.compile(spec.redact)
+        self._open: dict[str, OpenTrajectory] = {}
+
+    def current(self, key: str, task: str | None = None) -> OpenTrajectory:
+        """The session's open trajectory, opened now (with ``task`` or the configured one) if none is."""
+        trajectory = self._open.get(key)
+        if trajectory is None:
+            trajectory = self._start(key, task or self.spec.task, self.spec.task_type)
+        trajectory.touched = time.monotonic()
+        return trajectory
+
+    def begin(self, key: str, task: str, task_type: str | None) -> OpenTrajectory:
+        """Close the session's trajectory (if it recorded anything) and open one for ``task``."""
+        self.finalize(key)
+        return self._start(key, task, task_type or self.spec.task_type)
+
+    def finalize(
+        self, key: str, outcome: ResultStatus | None = None, summary: str | None = None
+    ) -> OpenTrajectory | None:
+        """Close the session's trajectory: the outcome given, else its last call's. One that recorded
+        no call was never opened in hindsight and just goes away. Returns the one closed."""
+        trajectory = self._open.pop(key, None)
+        if trajectory is None or trajectory.nodes == 0:
+            return None
+        status = outcome or trajectory.last_status or ResultStatus.SUCCESS
+        self.recorder.submit(
+            FinalizeRecord(trajectory.trajectory_id, status.value, summary, tuple(dict.fromkeys(trajectory.served)))
+        )
+        return trajectory
+
+    def finalize_idle(self, now: float | None = None) -> int:
+        now = time.monotonic() if now is None else now
+        idle = [k for k, t in self._open.items() if now - t.touched >= self.spec.idle_finalize_s]
+        for key in idle:
+            self.finalize(key)
+        return len(idle)
+
+    def finalize_all(self) -> None:
+        for key in list(self._open):
+            self.finalize(key)
+
+    def record(
+        self,
+        key: str,
+        tools: Sequence[str],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        result: CallToolResult,
+        latency_ms: float,
+        meta: Mapping[str, Any],
+    ) -> None:
+        """Queue the node for one forwarded call. Never raises: a record is not worth a failed call."""
+        try:
+            self._record(key, tools, name, arguments, result, latency_ms, meta)
+        except Exception:
+            logger.exception("recording: could not make a node for a call of %s", name)
+
+    def _record(
+        self,
+        key: str,
+        tools: Sequence[str],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        result: CallToolResult,
+        latency_ms: float,
+        meta: Mapping[str, Any],
+    ) -> None:
+        task = meta.get(META_TASK)
+        trajectory = self.current(key, task if isinstance(task, str) and task.strip() else None)
+        if trajectory.nodes >= MAX_NODES:
+            header = trajectory.header
+            trajectory = self.begin(key, header.task, header.task_type)
+        status = ResultStatus.FAILURE if result.is_error else ResultStatus.SUCCESS
+        summary = _summary(result)
+        params = redact(dict(arguments or {}), self._redact)
+        node_id = uuid.uuid4()
+        try:
+            node = NodeIn(
+                node_id=node_id,
+                parent_id=trajectory.last_node,
+                context_snapshot=self._snapshot(trajectory, meta),
+                available_actions=_actions(tools, name),
+                chosen_action=name,
+                action_params=params,
+                execution_result=ExecutionResult.model_validate(
+                    {"status": status, "summary": summary, "latency_ms": round(latency_ms, 2)}
+                ),
+            )
+        except ValidationError as exc:
+            logger.warning("recording: call of %s not recorded: %s", name, exc.errors()[0]["msg"])
+            return
+        self.recorder.submit(NodeRecord(trajectory.trajectory_id, trajectory.header, node.model_dump(mode="json")))
+        trajectory.last_node = node_id
+        trajectory.last_status = status
+        trajectory.nodes += 1
+        trajectory.recent.append({"tool": name, "status": status.value, "result": summary[:80]})
+        while len(trajectory.recent) > self.spec.recent_calls:
+            trajectory.recent.popleft()
+
+    def snapshot(self, key: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """What the next call's node would hold as context (advice asks with it)."""
+        return self._snapshot(self.current(key), meta)
+
+    def _snapshot(self, trajectory: OpenTrajectory, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """The agent's ``_meta`` context, else the task and the recent calls; cut to max_context_bytes."""
+        given = meta.get(META_CONTEXT)
+        if isinstance(given, dict):
+            return _capped(dict(given), self.spec.max_context_bytes)
+        snapshot: dict[str, Any] = {"task": trajectory.header.task[:500], "recent": list(trajectory.recent)}
+        while len(canonical_json(snapshot).encode()) > self.spec.max_context_bytes and snapshot["recent"]:
+            snapshot["recent"] = snapshot["recent"][1:]
+        return _capped(snapshot, self.spec.max_context_bytes)
+
+    def _start(self, key: str, task: str, task_type: str | None) -> OpenTrajectory:
+        header = Header(task=task[:4000], agent_id=self.spec.agent_id, role=self.spec.role, task_type=task_type)
+        trajectory = OpenTrajectory(uuid.uuid4(), header)
+        self._open[key] = trajectory
+        return trajectory
+
+
+def _actions(tools: Sequence[str], chosen: str) -> list[str]:
+    """The tools listed, the chosen one always among them (a call of a tool not listed is still a choice)."""
+    actions = list(dict.fromkeys(tools))
+    if chosen not in actions:
+        actions.insert(0, chosen)
+    if len(actions) > _MAX_ACTIONS:
+        actions = [chosen, *[a for a in actions if a != chosen][: _MAX_ACTIONS - 1]]
+    return actions
+
+
+def _summary(result: CallToolResult) -> str:
+    text = " ".join(c.text for c in result.content if isinstance(c, TextContent)).strip()
+    text = " ".join(text.split())
+    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 3] + "..."
+
+
+def _capped(snapshot: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Keys in order while they fit; what is left out is named under ``_cut``."""
+    if len(canonical_json(snapshot).encode()) <= limit:
+        return snapshot
+    kept: dict[str, Any] = {}
+    cut: list[str] = []
+    for k, v in snapshot.items():
+        trial = {**kept, k: v, "_cut": [*cut, "..."]}
+        if len(canonical_json(trial).encode()) <= limit:
+            kept[k] = v
+        else:
+            cut.append(str(k)[:40])
+    result = {**kept, "_cut": cut}
+    while len(canonical_json(result).encode()) > limit and result["_cut"]:
+        result["_cut"] = result["_cut"][:-1]
+    return result
