@@ -25,7 +25,13 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint postgres
+# Reference MCP servers from npm that the proxy tests run as upstreams (versions pinned by the lock file).
+PROXY_SERVERS := tests/e2e/proxy/servers
+$(PROXY_SERVERS)/node_modules/.installed: $(PROXY_SERVERS)/package.json $(PROXY_SERVERS)/package-lock.json
+	npm ci --prefix $(PROXY_SERVERS) --no-audit --no-fund
+	touch $@
+
+test: lint postgres $(PROXY_SERVERS)/node_modules/.installed
 	RAY_AUTH_MODE=disabled $(BIN)/pytest
 
 # Runs notebooks/ on the demo's data (run `make demo` first for the full picture) and saves its plots in docs/notebook/.

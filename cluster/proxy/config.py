@@ -65,6 +65,9 @@ class RecordingSpec(BaseModel):
     max_context_bytes: int = Field(default=2048, ge=64, description="The service's max_context_bytes.")
     call_timeout_s: float = Field(default=60.0, gt=0, description="An upstream call longer than this is hung.")
     idle_finalize_s: float = Field(default=600.0, gt=0, description="An untouched trajectory closes after this.")
+    drain_s: float = Field(
+        default=10.0, ge=0, description="On stop, how long records still queued may take to reach hindsight."
+    )
     advice: Literal["tool", "off"] = Field(default="tool", description="tool: offer hindsight_advice.")
 
     @field_validator("redact")

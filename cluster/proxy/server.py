@@ -38,7 +38,6 @@ from cluster.trajectories.models import ResultStatus
 logger = logging.getLogger(__name__)
 
 BEGIN, FINALIZE, ADVICE = "hindsight_begin", "hindsight_finalize", "hindsight_advice"
-_STOP_DRAIN_S = 10.0
 _SWEEP_S = 5.0
 _OWN_META = ("hindsight/", "io.modelcontextprotocol/")
 """``_meta`` keys not passed upstream: the proxy's own, and the protocol envelope of the agent's
@@ -136,7 +135,7 @@ def build_proxy_server(config: ProxyConfig, connect: Callable[[], Client]) -> Se
             finally:
                 with anyio.CancelScope(shield=True):
                     proxy.trajectories.finalize_all()
-                    await recorder.stop(_STOP_DRAIN_S)
+                    await recorder.stop(config.hindsight.drain_s)
                 tg.cancel_scope.cancel()
 
     return Server[Proxy](
@@ -179,7 +178,7 @@ async def _call_tool(ctx: ServerRequestContext[Proxy], params: CallToolRequestPa
         return await _advice(proxy, key, meta, arguments)
     route = proxy.routes.get(params.name)
     if route is None:
-        raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}; tools/list names the tools there are")
+        return error_result(f"Unknown tool: {params.name}; tools/list names the tools there are")
     upstream, name = route
     forwarded = {k: v for k, v in meta.items() if not k.startswith(_OWN_META) and k != "progress_token"}
     start = time.perf_counter()
