@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import stat
 from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import anyio
 import uvicorn
@@ -18,6 +22,9 @@ from cluster.proxy.config import ProxyConfig
 from cluster.proxy.server import Proxy, build_proxy_server
 from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
+
+_MAX_LINE = 64 * 1024 * 1024
+"""Longest message line read from the agent."""
 
 
 @contextlib.contextmanager
@@ -42,8 +49,56 @@ def recording_client(config: ProxyConfig, settings: Settings) -> Iterator[Callab
         services.close()
 
 
+class _Lines:
+    """Lines of the agent's stdin as the SDK's stdio server iterates them, read on the event loop."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _Lines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _Out:
+    """The agent's stdout as the SDK's stdio server writes it, written on the event loop."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode())
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+async def _pipes() -> tuple[_Lines, _Out] | None:
+    """stdin and stdout as event-loop streams when both are pipes (as an MCP client starts the proxy).
+
+    The SDK's default reads and writes them through worker threads: three thread hand-offs per
+    message, each a wait for a CPU on a busy machine, where a tool call should cost the proxy
+    well under 2 ms. Anything else (a terminal, a file) keeps the default.
+    """
+    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
+        return None
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(0), "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(os.dup(1), "wb", 0))
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    return _Lines(reader), _Out(writer)
+
+
 async def serve_stdio(server: Server[Proxy]) -> None:
-    async with stdio_server() as (read, write):
+    pipes = await _pipes()
+    streams = stdio_server(*cast(tuple[Any, Any], pipes)) if pipes is not None else stdio_server()
+    async with streams as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
