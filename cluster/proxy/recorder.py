@@ -133,13 +133,13 @@ class Recorder:
                     while True:
                         if not batch:
                             batch = await self._take()
+                        if not batch:
+                            return  # stopped, and everything before the stop delivered
                         await self._deliver(client, batch)
                         batch = []
                         failures = 0
                         if self.pending == 0:
                             self._idle.set()
-            except anyio.EndOfStream:
-                return
             except Exception as exc:  # hindsight unreachable or the connection broke: keep the batch, retry
                 failures += 1
                 logger.warning("recording: delivery failed (%s); %d record(s) waiting", _describe(exc), self.pending)
@@ -158,7 +158,11 @@ class Recorder:
             logger.error("recording: %d record(s) could not be delivered before the proxy stopped", self.pending)
 
     async def _take(self) -> list[Record]:
-        batch = [await self._receive.receive()]
+        """The next round of records; empty once the queue is closed and drained."""
+        try:
+            batch = [await self._receive.receive()]
+        except anyio.EndOfStream:
+            return []
         await anyio.sleep(_LINGER_S)
         while len(batch) < _BATCH:
             try:

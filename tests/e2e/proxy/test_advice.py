@@ -1,0 +1,39 @@
+"""Serving without code: what hindsight learned from proxied calls comes back through hindsight_advice,
+and the served experiences' outcome is reported when the task closes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.services import Services, analysis_for
+from tests.e2e.proxy.conftest import config, finalized, in_process, proxied
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_advice_serves_what_proxied_tasks_taught_and_finalize_reports_it(
+    tmp_path: Path, services: Services
+) -> None:
+    cfg = config(tmp_path, task="read the notes file")
+    files = tmp_path / "files"
+    for _ in range(3):  # a wrong guess fails; looking first succeeds
+        async with proxied(cfg, in_process(services)) as client:
+            await client.call_tool("read_text_file", {"path": str(files / "note.txt")})
+        async with proxied(cfg, in_process(services)) as client:
+            await client.call_tool("list_directory", {"path": str(files)})
+            await client.call_tool("read_text_file", {"path": str(files / "notes.txt")})
+    assert analysis_for(services).run_once().templates >= 1
+
+    async with proxied(cfg, in_process(services)) as client:
+        advice = await client.call_tool("hindsight_advice", {})
+        text = advice.content[0].text  # type: ignore[union-attr]
+        assert not advice.is_error
+        assert "prefer list_directory" in text
+        assert "avoid read_text_file" in text
+        await client.call_tool("list_directory", {"path": str(files)})
+        await client.call_tool("hindsight_finalize", {"outcome": "success"})
+    last = finalized(services.db)[-1]
+    assert last.outcome is not None
+    assert len(last.outcome.served_template_ids) == 1
