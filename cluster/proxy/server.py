@@ -160,8 +160,9 @@ async def _sweep(proxy: Proxy) -> None:
 
 async def _list_tools(ctx: ServerRequestContext[Proxy], params: PaginatedRequestParams | None) -> ListToolsResult:
     proxy = ctx.lifespan_context
-    for upstream in proxy.upstreams.values():
-        await upstream.refresh_tools()
+    async with anyio.create_task_group() as tg:
+        for upstream in proxy.upstreams.values():
+            tg.start_soon(upstream.refresh_tools)
     return ListToolsResult(tools=[*proxy.route(), *proxy.own_tools()])
 
 

@@ -138,9 +138,12 @@ class Upstream:
         return self._client
 
     async def refresh_tools(self) -> list[Tool]:
-        """Ask the upstream again (the agent listed tools): its tools may have changed."""
+        """Ask the upstream again (the agent listed tools): its tools may have changed. One that is
+        not running keeps its last listing: the agent's list never waits for a restart."""
+        client = self._client
+        if client is None:
+            return self.tools
         try:
-            client = await self._connected()
             with anyio.fail_after(self.timeout_s):
                 self.tools = await _all_pages(
                     lambda cursor: client.list_tools(cursor=cursor, cache_mode="bypass"), "tools"

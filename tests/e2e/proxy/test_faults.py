@@ -14,6 +14,7 @@ from mcp import Client
 
 from cluster.client import http_client
 from cluster.net import free_port
+from cluster.proxy.config import UpstreamSpec
 from cluster.services import Services
 from tests.e2e.proxy.conftest import ENTITY, config, finalized, in_process, proxied, upstream_process
 
@@ -108,3 +109,15 @@ async def test_records_made_while_hindsight_is_down_land_once_it_is_back(tmp_pat
     assert attempts >= 3
     [trajectory] = finalized(services.db)
     assert [n.chosen_action for n in trajectory.nodes] == ["read_graph"] * 3
+
+
+async def test_an_upstream_that_cannot_start_leaves_the_others_serving(tmp_path: Path, services: Services) -> None:
+    cfg = config(tmp_path, call_timeout_s=30.0)
+    servers = {**cfg.servers, "ghost": UpstreamSpec(command=str(tmp_path / "no-such-server"))}
+    cfg = cfg.model_copy(update={"servers": servers})
+    async with proxied(cfg, in_process(services)) as client:
+        start = time.monotonic()
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert time.monotonic() - start < 5  # the list never waits for a server that is down
+        assert {"read_graph", "list_directory"} <= names
+        assert not (await client.call_tool("read_graph", {})).is_error
