@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from cluster.auth import OwnerResolver
+from cluster.http import build_http_app
 from cluster.proxy.redact import REDACTED
+from cluster.proxy.run import recording_client
 from cluster.services import Services
+from cluster.settings import Settings
 from cluster.trajectories.models import ResultStatus
 from tests.e2e.proxy.conftest import ENTITY, config, finalized, in_process, proxied, upstreams
+from tests.reliability.service import uvicorn_app
 
 pytestmark = pytest.mark.anyio
 
@@ -96,3 +101,20 @@ async def test_secret_arguments_are_redacted_before_storing_but_reach_the_tool(
     assert params["entities"][0]["api_key"] == REDACTED  # type: ignore[index,call-overload]
     assert params["entities"][0]["name"] == "svc"  # type: ignore[index,call-overload]
     assert secret not in trajectory.model_dump_json()
+
+
+async def test_records_reach_a_hindsight_service_over_http_as_the_tokens_owner(
+    tmp_path: Path, services: Services
+) -> None:
+    """The deployed shape: hindsight's HTTP app (bearer tokens) and the proxy configured with its URL."""
+    app = build_http_app(services, OwnerResolver({"tok-alice": "alice"}, "local"))
+    with uvicorn_app(app) as base:
+        cfg = config(tmp_path, url=f"{base}/mcp/", token="tok-alice", task="over http")
+        with recording_client(cfg, Settings(data_dir=tmp_path / "unused")) as connect:
+            async with proxied(cfg, connect) as client:
+                assert not (await client.call_tool("read_graph", {})).is_error
+                assert not (await client.call_tool("list_allowed_directories", {})).is_error
+    assert finalized(services.db) == []
+    [trajectory] = finalized(services.db, owner="alice")
+    assert trajectory.header.task == "over http"
+    assert [n.chosen_action for n in trajectory.nodes] == ["read_graph", "list_allowed_directories"]
