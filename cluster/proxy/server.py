@@ -183,7 +183,15 @@ async def _call_tool(ctx: ServerRequestContext[Proxy], params: CallToolRequestPa
     upstream, name = route
     forwarded = {k: v for k, v in meta.items() if not k.startswith(_OWN_META) and k != "progress_token"}
     start = time.perf_counter()
-    result = await upstream.call_tool(name, params.arguments, forwarded)
+    try:
+        result = await upstream.call_tool(name, params.arguments, forwarded)
+    except MCPError as exc:
+        # The upstream refused the call (bad arguments, say): the agent gets its error as it came,
+        # and the choice is recorded as the failure it was.
+        failed = error_result(f"MCP error {exc.code}: {exc.message}")
+        latency_ms = (time.perf_counter() - start) * 1000
+        proxy.trajectories.record(key, list(proxy.routes), params.name, params.arguments, failed, latency_ms, meta)
+        raise
     latency_ms = (time.perf_counter() - start) * 1000
     proxy.trajectories.record(key, list(proxy.routes), params.name, params.arguments, result, latency_ms, meta)
     return result
@@ -244,7 +252,11 @@ async def _advice(proxy: Proxy, key: str, meta: Mapping[str, Any], arguments: Ma
         return error_result(f"AdviceUnavailable: hindsight did not answer ({type(exc).__name__}: {exc})")
     served = (result.structured_content or {}).get("experiences", [])
     trajectory.served.extend(str(e["id"]) for e in served if isinstance(e, dict) and "id" in e)
-    return CallToolResult(content=result.content, is_error=result.is_error)
+    # The structured answer too (ids, conditions, recommended calls): an agent written against
+    # query_experience reads the same fields here.
+    return CallToolResult(
+        content=result.content, structured_content=result.structured_content, is_error=result.is_error
+    )
 
 
 def _text(text: str) -> CallToolResult:
