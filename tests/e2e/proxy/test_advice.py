@@ -32,8 +32,10 @@ async def test_advice_serves_what_proxied_tasks_taught_and_finalize_reports_it(
         assert not advice.is_error
         assert "prefer list_directory" in text
         assert "avoid read_text_file" in text
+        assert advice.structured_content is not None  # the same answer as query_experience's, for code
+        [served] = advice.structured_content["experiences"]
         await client.call_tool("list_directory", {"path": str(files)})
         await client.call_tool("hindsight_finalize", {"outcome": "success"})
     last = finalized(services.db)[-1]
     assert last.outcome is not None
-    assert len(last.outcome.served_template_ids) == 1
+    assert [str(i) for i in last.outcome.served_template_ids] == [served["id"]]
