@@ -106,7 +106,8 @@ class Recorder:
 
     @property
     def pending(self) -> int:
-        return self.counts.submitted - self.counts.delivered - self.counts.refused
+        # A round retried after a broken connection may count a record twice: never below zero.
+        return max(0, self.counts.submitted - self.counts.delivered - self.counts.refused)
 
     async def settled(self) -> None:
         """Wait until every record submitted so far is delivered or refused (for tests and benchmarks)."""
