@@ -441,10 +441,7 @@ def _finding(
     if not avoided and cost_gap is not None:
         # Nothing failed: the contrast is as strong as the cost difference (3× → 0.67).
         strength *= 1.0 - 1.0 / cost_gap.ratio
-    # A costlier run shows the cost difference only beside a run of the cheap tool: unpaired, it
-    # says nothing of whether the cheap one works (one cheap success beside four dear ones is one run).
-    paired = min(len(costlier), len(recommended))
-    belief = evidence_belief(len(recommended) + len(avoided) + paired, len(counter), strength)
+    belief = evidence_belief(len(recommended) + len(avoided) + len(costlier), len(counter), strength)
     sample = recommended[0]
     key = sample.key
     evidence = sorted([*recommended, *avoided, *costlier], key=Observation.sort_key)

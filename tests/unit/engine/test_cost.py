@@ -140,16 +140,3 @@ def test_a_faster_tool_is_no_cost_preference_where_the_other_never_worked() -> N
         assert template.avoid_reason == "fails", template.render()
         assert "Both work" not in template.rationale
         assert all(p.value <= 400 for p in template.condition.predicates if p.op in ("<", "<="))
-
-
-def test_a_cost_preference_rests_on_the_cheap_tools_own_runs() -> None:
-    """One success of the cheap tool beside many of the costly one is one run of evidence that the
-    cheap tool works: the costly tool's unpaired successes do not lift it over the threshold."""
-    costs = {"paste_rows": {"steps": 2, "tokens": 300}, "bulk_import": {"steps": 6, "tokens": 900}}
-    once = [_import_run(5, "paste_rows", cost=costs["paste_rows"], limit=None)]
-    once += [_import_run(r, "bulk_import", cost=costs["bulk_import"]) for r in (10, 20, 30, 40, 45)]
-    thin = _templates(once)["paste_rows"]
-    paired = [_import_run(r, a, cost=costs[a], limit=None) for r in (5, 20, 40) for a in ACTIONS]
-    solid = _templates(paired)["paste_rows"]
-    assert thin.support.successes == 1
-    assert thin.confidence < 0.7 <= solid.confidence
