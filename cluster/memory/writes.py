@@ -260,7 +260,7 @@ class Writes:
         with self.db.read() as session:
             current = Versions(session, owner, self.db.dialect).get(request.memory_id)
         if current.record.state is not MemoryState.CURRENT:
-            raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
+            raise _superseded(current.record, None)
         old = current.record
         write = MemoryWrite(
             key=old.key,
@@ -274,9 +274,19 @@ class Writes:
         validity = Validity(valid_from=old.valid_from, expires_at=old.expires_at, session_bound=current.session_bound)
         prepared = self.prepare([write], [validity])
         with self.db.transaction() as session:
-            latest = Versions(session, owner, self.db.dialect).latest(old.scope.key, old.key)
-            if latest is None or latest.record.memory_id != old.memory_id:
-                raise Conflict(f"memory {request.memory_id} was superseded; update the current version")
+            versions = Versions(session, owner, self.db.dialect)
+            # The owner's row lock first, then the check: concurrent updates of one version queue
+            # here, and each reads the newest version only once the one before it has committed.
+            # A row lock on the version alone is not enough on Postgres: a waiter re-reads that row,
+            # not the newer version committed beside it, and would supersede the winner's version.
+            versions.bump_generation()
+            latest = versions.latest(old.scope.key, old.key)
+            if (
+                latest is None
+                or latest.record.memory_id != old.memory_id
+                or latest.record.state is not MemoryState.CURRENT
+            ):
+                raise _superseded(old, latest.record if latest is not None else None)
             inserted = self.insert(session, owner, prepared, now)
         self.settle(owner, inserted.vectors)
         return inserted.results[0]
@@ -338,6 +348,15 @@ class Writes:
         check_owner(owner)
         with self.db.read() as session:
             return Versions(session, owner, self.db.dialect).get(memory_id).record
+
+
+def _superseded(old: MemoryRecord, latest: MemoryRecord | None) -> Conflict:
+    """The refusal of an update of a version that is no longer current, naming both versions."""
+    now_current = f"; the current version is {latest.version} (id {latest.memory_id})" if latest else ""
+    return Conflict(
+        f"memory {old.memory_id} (key {old.key!r}, version {old.version}) is no longer current{now_current}; "
+        "read it and update that version"
+    )
 
 
 def _repeats(previous: StoredMemory, request: MemoryWrite, validity: Validity) -> bool:

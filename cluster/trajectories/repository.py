@@ -9,6 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import ColumnElement, Row, Table, bindparam, exists, func, insert, literal, or_, select, true, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, aliased
 
 from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
@@ -101,29 +103,39 @@ class SqlTrajectoryStore:
         self._limits = limits or TrajectoryLimits()
 
     def open(self, owner: str, header: TrajectoryHeader) -> Trajectory:
-        """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs)."""
+        """Create the trajectory, or return it if an identical header exists (``Conflict`` if it differs).
+
+        Safe under concurrency: the same first call sent twice at once (a retry while the first send
+        is in flight) opens the trajectory once and finds it the second time.
+        """
         row = self._row(owner, header.trajectory_id, lock=False, missing_ok=True)
         if row is None:
-            if self._session.get(TrajectoryRow, header.trajectory_id) is not None:
+            # ON CONFLICT DO NOTHING rather than a plain insert: a concurrent open of the same id waits
+            # for the other transaction and then inserts nothing, where a plain insert would fail
+            # with a unique violation once the other commits (Postgres; SQLite writers queue anyway).
+            values = {
+                "trajectory_id": header.trajectory_id,
+                "owner": owner,
+                "agent_id": header.agent_id,
+                "role": header.role,
+                "task": header.task,
+                "task_type": header.task_type,
+                "run_id": header.run_id,
+                "status": TrajectoryStatus.OPEN.value,
+                "node_count": 0,
+                "created_at": utcnow(),
+                "analysis_status": AnalysisStatus.NONE.value,
+                "analysis_attempts": 0,
+            }
+            dialect = self._session.get_bind().dialect.name
+            self._session.execute(
+                (pg_insert if dialect == "postgresql" else sqlite_insert)(_T).values(values).on_conflict_do_nothing()
+            )
+            row = self._row(owner, header.trajectory_id, lock=False, missing_ok=True)
+            if row is None:
                 # The id exists under another owner; say no more than that it is taken.
                 raise Conflict(f"trajectory {header.trajectory_id} already exists")
-            row = TrajectoryRow(
-                trajectory_id=header.trajectory_id,
-                owner=owner,
-                agent_id=header.agent_id,
-                role=header.role,
-                task=header.task,
-                task_type=header.task_type,
-                run_id=header.run_id,
-                status=TrajectoryStatus.OPEN.value,
-                node_count=0,
-                created_at=utcnow(),
-                analysis_status=AnalysisStatus.NONE.value,
-                analysis_attempts=0,
-            )
-            self._session.add(row)
-            self._session.flush()
-        elif _header(row) != header:
+        if _header(row) != header:
             raise Conflict(
                 f"trajectory {header.trajectory_id} exists with a different header "
                 f"(agent_id={row.agent_id!r}, role={row.role!r}, task_type={row.task_type!r}, "

@@ -4,6 +4,7 @@ parents and limits, finalize rules, owner isolation, concurrent writers, and the
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import threading
 import time
@@ -19,9 +20,10 @@ from sqlalchemy import event, select
 from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
 from cluster.storage.db import Database, SqliteWriteLock
 from cluster.trajectories.capture import CaptureService, RecordCall
-from cluster.trajectories.models import NodeIn, Outcome, TrajectoryHeader, TrajectoryStatus
+from cluster.trajectories.models import NodeIn, Outcome, RecordResult, TrajectoryHeader, TrajectoryStatus
 from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
 from cluster.trajectories.tables import TrajectoryRow
+from tests.concurrent import at_once
 
 OWNER = "team-a"
 
@@ -294,6 +296,30 @@ def test_concurrent_writers_on_one_trajectory_lose_nothing(database: Database) -
     loaded = capture.load(OWNER, header.trajectory_id)
     assert len(loaded.nodes) == 81
     assert sorted(n.seq for n in loaded.nodes) == list(range(81))
+
+
+def test_the_same_first_call_sent_concurrently_opens_the_trajectory_once(database: Database) -> None:
+    """A client retrying its first call while the first send is in flight: every send is answered as
+    the one send would be (another replica's transaction opens the trajectory meanwhile)."""
+    capture = CaptureService(database)
+    callers = 8
+    for _ in range(4):
+        header = TrajectoryHeader(agent_id="a", task="retried first node")
+        root = make_node()
+        call = RecordCall(OWNER, header.trajectory_id, [root], header)
+        # Half through the batched path the record tools take, half on their own.
+        outcomes = at_once(
+            [
+                (lambda call=call: capture.record_batch([call])[0])
+                if i % 2
+                else functools.partial(capture.record, *call)
+                for i in range(callers)
+            ]
+        )
+        assert all(isinstance(o, RecordResult) for o in outcomes), outcomes
+        assert {(tuple(o.node_ids), o.node_count) for o in outcomes} == {((root.node_id,), 1)}
+        loaded = capture.load(OWNER, header.trajectory_id)
+        assert [n.node_id for n in loaded.nodes] == [root.node_id]
 
 
 def finalized(database: Database, count: int) -> list[uuid.UUID]:
