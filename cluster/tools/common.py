@@ -26,6 +26,7 @@ from cluster.core.errors import HindsightError
 from cluster.memory.models import MemoryWrite, MemoryWriteResult
 from cluster.services import Services
 from cluster.tools.batching import Batcher
+from cluster.tools.errors import explained
 from cluster.trajectories.capture import RecordCall
 from cluster.trajectories.models import RecordResult
 
@@ -41,7 +42,7 @@ def tool_errors() -> Iterator[None]:
     except HindsightError as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
     except ValidationError as exc:
-        raise ToolError(f"InvalidInput: {exc}") from exc
+        raise ToolError(f"InvalidInput: {explained(exc)}") from exc
 
 
 # Store work of all tools in this process shares a few threads: every extra thread only adds GIL

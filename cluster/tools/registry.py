@@ -22,17 +22,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Self, cast
 
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic.config import ExtraValues
 from pydantic_core import PydanticCustomError
 
 from cluster.experience.models import MAX_CANDIDATES
 from cluster.experience.models import MAX_TOP_K as MAX_EXPERIENCES
 from cluster.metrics import Metrics
 from cluster.settings import Settings
+from cluster.tools.errors import explained, unknown_keys
 
 ToolFunction = Callable[..., Awaitable[Any]]
 
@@ -82,19 +84,43 @@ class _KnownArgumentsOnly(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def refuse_unknown_arguments(cls, data: Any) -> Any:
-        # Before field validation, so the caller reads one message that names every unknown argument
+        # Before field validation, so the caller reads one message that names the unknown arguments
         # and lists the accepted ones, instead of one "extra inputs" line per argument.
         if isinstance(data, dict):
             accepted = sorted(field.alias or name for name, field in cls.model_fields.items())
             unknown = sorted(set(data) - set(accepted))
             if unknown:
-                plural = "s" if len(unknown) > 1 else ""
                 raise PydanticCustomError(
-                    "unknown_argument",
-                    f"unknown argument{plural} {{unknown}} (accepted: {{accepted}})",
-                    {"unknown": ", ".join(unknown), "accepted": ", ".join(accepted)},
+                    "unknown_argument", "{text}", {"text": unknown_keys("unknown argument", unknown, accepted)}
                 )
         return data
+
+    @classmethod
+    def model_validate(
+        cls,
+        obj: Any,
+        *,
+        strict: bool | None = None,
+        extra: ExtraValues | None = None,
+        from_attributes: bool | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """The SDK validates a call's arguments here and answers ``str()`` of the error: it is
+        made one short line per argument (:mod:`cluster.tools.errors`)."""
+        try:
+            return super().model_validate(
+                obj,
+                strict=strict,
+                extra=extra,
+                from_attributes=from_attributes,
+                context=context,
+                by_alias=by_alias,
+                by_name=by_name,
+            )
+        except ValidationError as exc:
+            raise explained(exc, cls) from None
 
 
 def known_arguments_only(tool: Tool, values: Mapping[str, object]) -> None:

@@ -6,8 +6,13 @@ a client never learnt its call did not do what it meant.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from mcp import Client
+from mcp_types import CallToolResult, TextContent
+
+from cluster.tools.errors import MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -35,3 +40,68 @@ async def test_every_tool_publishes_a_schema_that_forbids_other_arguments(client
 async def test_known_arguments_still_work(client: Client) -> None:
     result = await client.call_tool("query_experience", SITUATION)
     assert not result.is_error
+
+
+def _text(result: CallToolResult) -> str:
+    assert result.is_error
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+NODE = {
+    "context_snapshot": {"goal": "import 300 products"},
+    "available_actions": ["bulk_import", "add_item"],
+    "chosen_action": "bulk_import",
+    "execution_result": {"status": "success"},
+}
+
+
+async def test_many_unknown_keys_in_an_object_answer_one_short_line(client: Client) -> None:
+    # 40,000 unknown keys (about 0.8 MB of arguments) answered one error per key before: about 9 MB.
+    unknown = {f"extra_key_{i:05d}": i for i in range(40_000)}
+    result = await client.call_tool(
+        "record_trajectory_node",
+        {"trajectory_id": str(uuid.uuid4()), "task": "t", "agent_id": "a", "node": {**NODE, **unknown}},
+    )
+    text = _text(result)
+    assert len(text) <= MAX_TEXT_CHARS + 100, len(text)
+    lines = text.removeprefix("Error executing tool record_trajectory_node: ").splitlines()
+    assert lines == [
+        "node: unknown keys extra_key_00000, extra_key_00001, extra_key_00002 and 39997 more (accepted: "
+        "action_params, available_actions, chosen_action, context_snapshot, execution_result, llm_reasoning, "
+        "node_id, parent_id, timestamp)"
+    ]
+
+
+async def test_many_unknown_arguments_are_counted_not_listed(client: Client) -> None:
+    result = await client.call_tool("memory_query", {"query": "q", **{f"arg{i}": 1 for i in range(5000)}})
+    text = _text(result)
+    assert "unknown arguments arg0, arg1, arg10 and 4997 more (accepted: as_of, detail, entity," in text
+    assert len(text) < 400, len(text)
+
+
+async def test_each_argument_gets_at_most_one_line_without_values_or_links(client: Client) -> None:
+    nodes = [{**NODE, "chosen_action": 7, "available_actions": [1, 2], "timestamp": "x" * 10_000} for _ in range(50)]
+    result = await client.call_tool(
+        "record_trajectory_nodes",
+        {"trajectory_id": "not-a-uuid", "nodes": nodes, "task": ["a list"], "agent_id": "a"},
+    )
+    text = _text(result)
+    lines = text.removeprefix("Error executing tool record_trajectory_nodes: ").splitlines()
+    assert [line.split(":")[0] for line in lines] == ["trajectory_id", "nodes[0].timestamp", "task"], lines
+    assert lines[0].startswith("trajectory_id: Input should be a valid UUID"), lines
+    assert "more problems in nodes" in lines[1], lines
+    assert lines[2] == "task: Input should be a valid string, got a list", lines
+    assert "pydantic" not in text
+    assert "xxxxxxxx" not in text  # the refused values stay with the caller
+    assert len(text) <= MAX_TEXT_CHARS + 100
+
+
+async def test_a_tool_body_refusal_is_one_line_too(client: Client) -> None:
+    # Validated inside the tool (the memory models), not by the SDK's argument model.
+    result = await client.call_tool("memory_write", {"key": "k", "value": "v", "scope": {"kind": "nowhere"}})
+    text = _text(result)
+    assert "pydantic" not in text
+    assert text.count("\n") == 0, text
+    assert "scope.kind: Input should be 'user', 'session' or 'task'" in text, text

@@ -93,10 +93,9 @@ def problem_named(tool: str, schema: dict[str, Any], text: str) -> bool:
         return True
     if "unknown argument" in body:
         return True
-    if "validation error" in body:
-        locations = [line.split(".")[0] for line in body.splitlines()[1:] if line and not line.startswith(" ")]
-        return any(location in schema.get("properties", {}) for location in locations)
-    return False
+    # A validation error: one line per argument, each starting with where the problem is.
+    locations = [re.split(r"[.:\[]", line, maxsplit=1)[0] for line in body.splitlines()]
+    return any(location in schema.get("properties", {}) for location in locations)
 
 
 def error_text(result: CallToolResult) -> str:
@@ -155,7 +154,6 @@ def test_the_checks_fail_a_crash_and_an_error_that_names_nothing() -> None:
     schema = {"properties": {"key": {"type": "string"}}}
     assert not problem_named("memory_write", schema, "Error executing tool memory_write")
     assert not problem_named("memory_write", schema, "Error executing tool memory_write: something went wrong")
+    assert not problem_named("memory_write", schema, "Error executing tool memory_write: other: required")
     assert problem_named("memory_write", schema, "Error executing tool memory_write: NotFound: memory 1 not found")
-    assert problem_named(
-        "memory_write", schema, "Error executing tool memory_write: 1 validation error for X\nkey\n  Field required"
-    )
+    assert problem_named("memory_write", schema, "Error executing tool memory_write: key: required")
