@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic_core import PydanticCustomError
 
 
 def no_nul(value: Any) -> Any:
@@ -32,6 +34,23 @@ def no_nul(value: Any) -> Any:
 Text = Annotated[str, AfterValidator(no_nul)]
 Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_nul)]
 JsonObject = Annotated[dict[str, JsonValue], AfterValidator(no_nul)]
+
+
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def date_time_text(value: Any) -> Any:
+    """Refuse a number (or the text of one) where a date-time is due: pydantic would read it as a
+    Unix time, so ``as_of: 1`` meant 1970 and ``true`` a second after it."""
+    if isinstance(value, bool | int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise PydanticCustomError(
+            "date_time_type", "Input should be an ISO 8601 date-time such as 2026-01-05T09:00:00Z"
+        )
+    return value
+
+
+DateTime = Annotated[datetime, BeforeValidator(date_time_text)]
+"""A date-time an input field takes: ISO 8601 text (or a ``datetime`` from code), never a number."""
 
 
 class Frozen(BaseModel):

@@ -6,9 +6,9 @@ import uuid
 from datetime import date, datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, JsonValue
+from pydantic import AfterValidator, Field, JsonValue, StrictBool, StrictInt
 
-from cluster.core.types import Frozen, JsonObject, Name, Text, no_nul
+from cluster.core.types import DateTime, Frozen, JsonObject, Name, Text, no_nul
 from cluster.memory.policy.lifetime import Ttl
 from cluster.memory.policy.promotion import PromotionReason
 from cluster.memory.policy.scope import MemoryScope
@@ -24,7 +24,9 @@ MAX_TOP_K = 50
 #: How many ids a memory's provenance (``source_ids``) holds at most.
 MAX_SOURCE_IDS = 100
 
-TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many memories to return (at most {MAX_TOP_K}).")]
+TopK = Annotated[
+    StrictInt, Field(ge=1, le=MAX_TOP_K, description=f"How many memories to return (at most {MAX_TOP_K}).")
+]
 
 
 class MemoryWrite(Frozen):
@@ -63,9 +65,9 @@ class MemoryQuery(Frozen):
     entity: Name | None = Field(default=None, description="Only memories about this entity.")
     scope: MemoryScope | None = Field(default=None, description="Only this scope; default all scopes.")
     top_k: TopK = 5
-    include_history: bool = Field(default=False, description="Also return superseded versions.")
-    as_of: datetime | None = Field(default=None, description="Answer as the memory stood at this time.")
-    valid_at: datetime | None = Field(
+    include_history: StrictBool = Field(default=False, description="Also return superseded versions.")
+    as_of: DateTime | None = Field(default=None, description="Answer as the memory stood at this time.")
+    valid_at: DateTime | None = Field(
         default=None, description="Only memories in effect at this time (default: as_of, or now)."
     )
 
@@ -216,7 +218,7 @@ class Turn(Frozen):
 
     speaker: Name = Field(default="user")
     text: Annotated[str, Field(min_length=1, max_length=20_000), AfterValidator(no_nul)]
-    at: datetime | None = Field(default=None, description="When it happened; default now.")
+    at: DateTime | None = Field(default=None, description="When it happened; default now.")
     metadata: JsonObject = Field(default_factory=dict)
 
 

@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated
 
 from mcp_types import CallToolResult
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt
 
 from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.experience.templates import render_prompt_block
@@ -34,13 +34,19 @@ async def query_experience(
     decision: Annotated[str | None, Field(description="Optional name of this decision or step.")] = None,
     role: Annotated[str, Field(description="Your role; only its experiences are served.")] = "agent",
     task_type: Annotated[str | None, Field(description="Restrict to this task type.")] = None,
-    top_k: Annotated[int | None, Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}.")] = None,
-    min_confidence: Annotated[float | None, Field(ge=0, le=1, description="Default {confidence_threshold}.")] = None,
-    include_other_roles: Annotated[bool, Field(description="Also serve other roles' experiences.")] = False,
+    top_k: Annotated[
+        StrictInt | None, Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}.")
+    ] = None,
+    min_confidence: Annotated[
+        StrictFloat | None, Field(ge=0, le=1, description="Default {confidence_threshold}.")
+    ] = None,
+    include_other_roles: Annotated[StrictBool, Field(description="Also serve other roles' experiences.")] = False,
     include_inapplicable: Annotated[
-        bool, Field(description="Also serve experiences whose condition is false in your snapshot.")
+        StrictBool, Field(description="Also serve experiences whose condition is false in your snapshot.")
     ] = False,
-    detail: Annotated[bool, Field(description="Also return full templates: provenance, support, caveats.")] = False,
+    detail: Annotated[
+        StrictBool, Field(description="Also return full templates: provenance, support, caveats.")
+    ] = False,
 ) -> Annotated[CallToolResult, ExperienceQueryResult]:
     """Experiences learned from earlier tasks for the decision you face, best first. Send your situation
     (context_snapshot and available_actions) for experiences checked against it; text alone also works.
@@ -84,7 +90,7 @@ async def query_experience(
 
 async def report_experience_outcome(
     template_ids: Annotated[list[uuid.UUID], Field(min_length=1, max_length=MAX_TOP_K)],
-    succeeded: Annotated[bool, Field(description="Did the task succeed after applying them?")],
+    succeeded: Annotated[StrictBool, Field(description="Did the task succeed after applying them?")],
     ctx: ToolContext,
     trajectory_id: Annotated[
         uuid.UUID | None, Field(description="The task's trajectory: a repeated report then counts once.")

@@ -2,13 +2,12 @@
 
 # Annotations stay eager here: the SDK reads them.
 import time
-from datetime import datetime
 from typing import Annotated
 
 from mcp_types import CallToolResult
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, StrictBool, StrictInt
 
-from cluster.core.types import canonical_json
+from cluster.core.types import DateTime, canonical_json
 from cluster.memory.models import (
     MAX_TOP_K,
     MemoryForget,
@@ -103,10 +102,10 @@ async def memory_query(
     ctx: ToolContext,
     entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
     scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
-    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
-    include_history: Annotated[bool, Field(description="Also superseded versions.")] = False,
-    as_of: Annotated[datetime | None, Field(description="As the memory stood at this time.")] = None,
-    detail: Annotated[bool, Field(description="Also return whole memories and why each matched.")] = False,
+    top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
+    include_history: Annotated[StrictBool, Field(description="Also superseded versions.")] = False,
+    as_of: Annotated[DateTime | None, Field(description="As the memory stood at this time.")] = None,
+    detail: Annotated[StrictBool, Field(description="Also return whole memories and why each matched.")] = False,
 ) -> Annotated[CallToolResult, MemoryQueryResult]:
     """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
     The answer is one line per memory: key, value, its day, the start of its id (what
@@ -164,7 +163,7 @@ async def memory_observe(
     text: Annotated[str, Field(description="What was said, as said.")],
     ctx: ToolContext,
     speaker: Annotated[str, Field(description="Who said it.")] = "user",
-    at: Annotated[datetime | None, Field(description="When it was said; default now.")] = None,
+    at: Annotated[DateTime | None, Field(description="When it was said; default now.")] = None,
 ) -> Annotated[CallToolResult, ObserveResult]:
     """Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be
     remembered ('remember ...', 'from now on ...') is stored at once as a user memory. A state change

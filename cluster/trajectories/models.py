@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictInt, model_validator
 
 from cluster.core.errors import InvalidInput, LimitExceeded
 from cluster.core.types import Frozen, JsonObject, Name, Text, canonical_json, no_nul
@@ -83,7 +83,7 @@ class NodeIn(Frozen):
 
     node_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Client-made id; made here if absent.")
     parent_id: uuid.UUID | None = Field(default=None, description="The node this one follows; empty for the root.")
-    timestamp: int = Field(
+    timestamp: StrictInt = Field(
         default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS, description="Milliseconds since the epoch (UTC)."
     )
     context_snapshot: JsonObject = Field(

@@ -105,3 +105,49 @@ async def test_a_tool_body_refusal_is_one_line_too(client: Client) -> None:
     assert "pydantic" not in text
     assert text.count("\n") == 0, text
     assert "scope.kind: Input should be 'user', 'session' or 'task'" in text, text
+
+
+def _first_node(**node: object) -> dict[str, object]:
+    return {"trajectory_id": str(uuid.uuid4()), "task": "t", "agent_id": "a", "node": {**NODE, **node}}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "line"),
+    [
+        ("memory_query", {"query": "q", "top_k": True}, "top_k: Input should be a valid integer, got a boolean"),
+        ("memory_query", {"query": "q", "include_history": 1}, "include_history: Input should be a valid boolean"),
+        ("memory_query", {"query": "q", "as_of": 1_700_000_000}, "as_of: Input should be an ISO 8601 date-time"),
+        ("memory_query", {"query": "q", "as_of": "1700000000"}, "as_of: Input should be an ISO 8601 date-time"),
+        ("memory_observe", {"session_id": "s", "text": "hi", "at": 0}, "at: Input should be an ISO 8601 date-time"),
+        (
+            "memory_write",
+            {"key": "k", "value": "v", "ttl": {"kind": "window", "seconds": True}},
+            "ttl.seconds: Input should be a valid integer, got a boolean",
+        ),
+        (
+            "memory_write",
+            {"key": "k", "value": "v", "ttl": {"kind": "window", "valid_until": 2_000_000_000}},
+            "ttl.valid_until: Input should be an ISO 8601 date-time",
+        ),
+        ("record_trajectory_node", _first_node(timestamp=True), "node.timestamp: Input should be a valid integer"),
+        ("query_experience", {"context": "c", "top_k": True}, "top_k: Input should be a valid integer"),
+        ("query_experience", {"context": "c", "min_confidence": True}, "min_confidence: Input should be a valid"),
+        ("query_experience", {"context": "c", "detail": "yes"}, "detail: Input should be a valid boolean"),
+    ],
+)
+async def test_a_boolean_or_number_where_the_schema_says_otherwise_is_refused(
+    client: Client, tool: str, arguments: dict[str, object], line: str
+) -> None:
+    text = _text(await client.call_tool(tool, arguments))
+    assert line in text, text
+
+
+async def test_values_of_the_declared_types_still_pass(client: Client) -> None:
+    for tool, arguments in [
+        ("memory_query", {"query": "q", "top_k": 3, "include_history": True, "as_of": "2026-01-05T09:00:00Z"}),
+        ("memory_write", {"key": "k", "value": "v", "ttl": {"kind": "window", "seconds": 60}}),
+        ("record_trajectory_node", _first_node(timestamp=1_767_600_000_000)),
+        ("query_experience", {"context": "c", "top_k": 2, "min_confidence": 1, "detail": True}),
+    ]:
+        result = await client.call_tool(tool, arguments)
+        assert not result.is_error, (tool, result.content)

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from cluster.core.errors import InvalidInput
-from cluster.core.types import Frozen, as_utc
+from cluster.core.types import DateTime, Frozen, as_utc
 from cluster.memory.policy.scope import MemoryScope
 
 MAX_TTL_SECONDS = 100 * 366 * 24 * 3600
@@ -31,9 +31,9 @@ class Ttl(Frozen):
     """
 
     kind: TtlKind = Field(default=TtlKind.PERMANENT, description="permanent, session or window.")
-    valid_from: datetime | None = Field(default=None, description="Window start; default the write time.")
-    valid_until: datetime | None = Field(default=None, description="Window end (exclusive).")
-    seconds: int | None = Field(
+    valid_from: DateTime | None = Field(default=None, description="Window start; default the write time.")
+    valid_until: DateTime | None = Field(default=None, description="Window end (exclusive).")
+    seconds: StrictInt | None = Field(
         default=None, ge=1, le=MAX_TTL_SECONDS, description="Window length, instead of valid_until (at most 100 years)."
     )
 
