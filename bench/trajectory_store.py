@@ -23,8 +23,8 @@ from sqlalchemy import create_engine, insert, make_url, text
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
-from cluster.trajectories.repository import TrajectoryLimits, _node_values
+from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader, TrajectoryLimits
+from cluster.trajectories.repository import _node_values
 from cluster.trajectories.tables import NodeRow
 
 OWNER = "bench"

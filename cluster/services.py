@@ -28,7 +28,8 @@ from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.storage.vector_builds import check_vector_builds, vector_builds
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.models import TrajectoryLimits
+from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,10 @@ def _rows(result: dict[str, Any] | None) -> int | None:
 
 def limits_of(settings: Settings) -> TrajectoryLimits:
     return TrajectoryLimits(
-        max_trajectory_nodes=settings.max_trajectory_nodes, max_context_bytes=settings.max_context_bytes
+        max_trajectory_nodes=settings.max_trajectory_nodes,
+        max_context_bytes=settings.max_context_bytes,
+        max_node_field_bytes=settings.max_node_field_bytes,
+        max_query_bytes=settings.max_query_bytes,
     )
 
 

@@ -93,7 +93,17 @@ class Settings(BaseSettings):
     ray_address: str | None = Field(default=None, description="Join this Ray cluster; default starts a local one.")
 
     max_trajectory_nodes: Annotated[int, Field(ge=1, le=100_000)] = 500
-    max_context_bytes: Annotated[int, Field(ge=64, le=1_000_000)] = 2048
+    max_context_bytes: Annotated[int, Field(ge=64, le=1_000_000)] = Field(
+        default=2048,
+        description="Largest context_snapshot of a recorded node, and of an experience query (compact JSON bytes).",
+    )
+    max_node_field_bytes: Annotated[int, Field(ge=64, le=16_000_000)] = Field(
+        default=8192,
+        description="Largest action_params, and execution_result, of a recorded node (compact JSON bytes).",
+    )
+    max_query_bytes: Annotated[int, Field(ge=64, le=1_000_000)] = Field(
+        default=8192, description="Largest context text of an experience query (UTF-8 bytes)."
+    )
     experience_top_k: Annotated[int, Field(ge=1, le=8)] = 5
     confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
     experience_versions_kept: Annotated[int, Field(ge=1, le=1000)] = Field(

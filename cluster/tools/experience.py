@@ -8,6 +8,7 @@ from typing import Annotated
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt
 
+from cluster.core.types import Name
 from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.experience.templates import render_prompt_block
 from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
@@ -32,8 +33,8 @@ async def query_experience(
     ] = None,
     available_actions: Annotated[list[str] | None, Field(description="The actions you can take now.")] = None,
     decision: Annotated[str | None, Field(description="Optional name of this decision or step.")] = None,
-    role: Annotated[str, Field(description="Your role; only its experiences are served.")] = "agent",
-    task_type: Annotated[str | None, Field(description="Restrict to this task type.")] = None,
+    role: Annotated[Name, Field(description="Your role; only its experiences are served.")] = "agent",
+    task_type: Annotated[Name | None, Field(description="Restrict to this task type.")] = None,
     top_k: Annotated[
         StrictInt | None, Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}.")
     ] = None,
@@ -58,6 +59,8 @@ async def query_experience(
     {max_below_threshold} nearest below it (below_threshold). Pass the ids you used to finalize_trajectory."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
+    with tool_errors():
+        box.services.capture.limits.check_query(context, context_snapshot)
     situation = None
     if context_snapshot is not None or available_actions is not None or decision is not None:
         with tool_errors():

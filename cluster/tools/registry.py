@@ -44,6 +44,8 @@ def published(settings: Settings) -> dict[str, object]:
     return {
         "max_trajectory_nodes": settings.max_trajectory_nodes,
         "max_context_bytes": settings.max_context_bytes,
+        "max_node_field_bytes": settings.max_node_field_bytes,
+        "max_query_bytes": settings.max_query_bytes,
         "experience_top_k": settings.experience_top_k,
         "max_experiences": MAX_EXPERIENCES,
         "confidence_threshold": settings.confidence_threshold,

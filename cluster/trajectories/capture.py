@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from cluster.core.errors import HindsightError, InvalidInput, NotFound
 from cluster.storage.db import Database
-from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader
+from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader, TrajectoryLimits
 from cluster.trajectories.ports import ServedExperiences
-from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.repository import SqlTrajectoryStore
 
 
 class RecordCall(NamedTuple):

@@ -10,6 +10,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
@@ -21,6 +22,11 @@ from cluster.core.types import Frozen, JsonObject, Name, Text, canonical_json, n
 
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 """The last millisecond of year 9999: later values are no time a database can store."""
+
+
+MAX_SERVED_IDS = 1000
+"""Experience ids one finalize may report served: a query serves at most 8, a trajectory has at most
+a few hundred decisions."""
 
 
 def now_ms() -> int:
@@ -111,7 +117,7 @@ class NodeIn(Frozen):
         return len(set(self.available_actions)) > 1
 
     def context_bytes(self) -> int:
-        return len(canonical_json(self.context_snapshot).encode())
+        return json_bytes(self.context_snapshot)
 
     def payload_hash(self) -> str:
         """Identity of a node's content for idempotent retries.
@@ -161,7 +167,9 @@ class Outcome(Frozen):
     status: ResultStatus
     summary: Text | None = Field(default=None, max_length=2000)
     served_template_ids: list[uuid.UUID] = Field(
-        default_factory=list, description="Experience templates the agent was served for this task."
+        default_factory=list,
+        max_length=MAX_SERVED_IDS,
+        description="Experience templates the agent was served for this task.",
     )
 
 
@@ -204,24 +212,81 @@ class Trajectory(Frozen):
             yield path[::-1]
 
 
-def check_batch(nodes: Sequence[NodeIn], *, max_context_bytes: int, existing_count: int, max_nodes: int) -> None:
-    """Limits a batch of new nodes must meet before anything is written."""
-    for node in nodes:
-        size = node.context_bytes()
-        if size > max_context_bytes:
-            raise LimitExceeded(
-                f"node {node.node_id}: context_snapshot is {size} bytes, over the limit of {max_context_bytes}; "
-                "summarise it (goal, last result, tools in view)"
+@dataclass(frozen=True)
+class TrajectoryLimits:
+    """How much a trajectory, its nodes' free-form fields and an experience query may hold.
+
+    Sizes are UTF-8 bytes of compact JSON. A node is one decision point, not a log: the snapshot is
+    a summary (goal, last result, tools in view), the parameters and result those of one call. A
+    1 MB ``action_params`` was stored, and ``query_experience`` took a 1.6 MB context, before.
+    Names (roles, task types, actions, ids) are at most 200 characters and task texts 4,000
+    everywhere: their columns hold no more. Settings: ``max_trajectory_nodes``,
+    ``max_context_bytes``, ``max_node_field_bytes``, ``max_query_bytes`` (docs/service.md).
+    """
+
+    max_trajectory_nodes: int = 500
+    max_context_bytes: int = 2048
+    max_node_field_bytes: int = 8192
+    max_query_bytes: int = 8192
+
+    def check_nodes(self, nodes: Sequence[NodeIn], existing_count: int) -> None:
+        """Limits a batch of new nodes must meet before anything is written (``LimitExceeded``)."""
+        for node in nodes:
+            _within(
+                f"node {node.node_id}: context_snapshot",
+                node.context_bytes(),
+                self.max_context_bytes,
+                "max_context_bytes",
+                "summarise it (goal, last result, tools in view)",
             )
-    if existing_count + len(nodes) > max_nodes:
-        raise LimitExceeded(
-            f"trajectory would have {existing_count + len(nodes)} nodes, over max_trajectory_nodes={max_nodes}"
+            for name, value in (
+                ("action_params", node.action_params),
+                ("execution_result", node.execution_result.model_dump(mode="json")),
+            ):
+                _within(
+                    f"node {node.node_id}: {name}",
+                    json_bytes(value),
+                    self.max_node_field_bytes,
+                    "max_node_field_bytes",
+                    "keep what the next decision needs",
+                )
+        if existing_count + len(nodes) > self.max_trajectory_nodes:
+            raise LimitExceeded(
+                f"trajectory would have {existing_count + len(nodes)} nodes, over the limit of "
+                f"{self.max_trajectory_nodes} (setting max_trajectory_nodes)"
+            )
+        seen: set[uuid.UUID] = set()
+        for node in nodes:
+            if node.node_id in seen:
+                raise InvalidInput(f"node {node.node_id} appears twice in one batch")
+            seen.add(node.node_id)
+
+    def check_query(self, context: str, context_snapshot: Mapping[str, Any] | None) -> None:
+        """Limits of an experience query: its text, and its snapshot as a recorded one's (``LimitExceeded``)."""
+        _within(
+            "context", len(context.encode()), self.max_query_bytes, "max_query_bytes", "describe the situation briefly"
         )
-    seen: set[uuid.UUID] = set()
-    for node in nodes:
-        if node.node_id in seen:
-            raise InvalidInput(f"node {node.node_id} appears twice in one batch")
-        seen.add(node.node_id)
+        if context_snapshot:
+            _within(
+                "context_snapshot",
+                json_bytes(context_snapshot),
+                self.max_context_bytes,
+                "max_context_bytes",
+                "summarise it (goal, last result, tools in view)",
+            )
+
+
+def json_bytes(value: Any) -> int:
+    """Size of a JSON value as stored: UTF-8 bytes of its compact form."""
+    return len(canonical_json(value).encode())
+
+
+def _within(what: str, size: int, limit: int, setting: str, advice: str) -> None:
+    if size > limit:
+        raise LimitExceeded(
+            f"{what} is {size} bytes, over the limit of {limit} (setting {setting}, "
+            f"HINDSIGHT_{setting.upper()}); {advice}"
+        )
 
 
 class RecordResult(Frozen):

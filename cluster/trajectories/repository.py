@@ -23,18 +23,11 @@ from cluster.trajectories.models import (
     RecordResult,
     Trajectory,
     TrajectoryHeader,
+    TrajectoryLimits,
     TrajectoryStatus,
-    check_batch,
 )
 from cluster.trajectories.ports import RoleGrouping
 from cluster.trajectories.tables import NodeRow, TrajectoryRow
-
-
-@dataclass(frozen=True)
-class TrajectoryLimits:
-    max_trajectory_nodes: int = 500
-    max_context_bytes: int = 2048
-
 
 # Long enough to ride out a stall (a GC pause, a slow commit) between heartbeats at a third of it,
 # short enough that work a dead worker held waits seconds, not minutes.
@@ -170,12 +163,7 @@ class SqlTrajectoryStore:
             return RecordResult(trajectory_id=trajectory_id, node_ids=ids, node_count=count)
         if status != TrajectoryStatus.OPEN.value:
             raise TrajectoryClosed(f"trajectory {trajectory_id} is finalized; it accepts no new nodes")
-        check_batch(
-            fresh,
-            max_context_bytes=self._limits.max_context_bytes,
-            existing_count=count,
-            max_nodes=self._limits.max_trajectory_nodes,
-        )
+        self._limits.check_nodes(fresh, existing_count=count)
         self._check_parents(owner, trajectory_id, fresh, known)
         conn.execute(
             _INSERT_NODES, [_node_values(owner, trajectory_id, node, count + i) for i, node in enumerate(fresh)]

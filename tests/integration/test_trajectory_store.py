@@ -20,8 +20,15 @@ from sqlalchemy import event, select
 from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
 from cluster.storage.db import Database, SqliteWriteLock
 from cluster.trajectories.capture import CaptureService, RecordCall
-from cluster.trajectories.models import NodeIn, Outcome, RecordResult, TrajectoryHeader, TrajectoryStatus
-from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.models import (
+    NodeIn,
+    Outcome,
+    RecordResult,
+    TrajectoryHeader,
+    TrajectoryLimits,
+    TrajectoryStatus,
+)
+from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.concurrent import at_once
 
@@ -154,7 +161,7 @@ def test_node_limit_is_enforced_with_a_clear_error(capture: CaptureService, head
     for _ in range(19):
         nodes.append(make_node(nodes[-1]))
     capture.record(OWNER, header.trajectory_id, nodes)
-    with pytest.raises(LimitExceeded, match="max_trajectory_nodes=20"):
+    with pytest.raises(LimitExceeded, match="over the limit of 20 \\(setting max_trajectory_nodes\\)"):
         capture.record(OWNER, header.trajectory_id, [make_node(nodes[-1])])
     assert len(capture.load(OWNER, header.trajectory_id).nodes) == 20
 
@@ -164,6 +171,27 @@ def test_oversized_context_is_rejected(capture: CaptureService, header: Trajecto
     with pytest.raises(LimitExceeded, match="over the limit of 256"):
         capture.record(OWNER, header.trajectory_id, [big])
     assert capture.load(OWNER, header.trajectory_id).nodes == ()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("action_params", {"rows": "x" * 600}),
+        ("execution_result", {"status": "success", "output": "x" * 600}),
+    ],
+)
+def test_oversized_params_or_result_are_rejected_naming_the_field_and_setting(
+    database: Database, field: str, value: dict[str, Any]
+) -> None:
+    capture = CaptureService(database, TrajectoryLimits(max_node_field_bytes=512))
+    header = TrajectoryHeader(agent_id="a", task="big fields")
+    with pytest.raises(
+        LimitExceeded, match=rf"{field} is 6\d\d bytes, over the limit of 512 \(setting max_node_field_bytes"
+    ):
+        capture.record(OWNER, header.trajectory_id, [make_node(**{field: value})], header=header)
+    # Refused whole: not even the trajectory was opened.
+    with pytest.raises(NotFound):
+        capture.load(OWNER, header.trajectory_id)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,16 @@ from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.models import AnalysisStatus, NodeIn, Outcome, ResultStatus, Trajectory, TrajectoryStatus
-from cluster.trajectories.repository import SqlTrajectoryStore, TrajectoryLimits
+from cluster.trajectories.models import (
+    AnalysisStatus,
+    NodeIn,
+    Outcome,
+    ResultStatus,
+    Trajectory,
+    TrajectoryLimits,
+    TrajectoryStatus,
+)
+from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.builders import bulk_vs_single_runs
 
