@@ -16,6 +16,7 @@ import typer
 
 from cluster.serve_config import Vectors
 from cluster.settings import load_settings
+from cluster.storage.files import private_dir
 
 if TYPE_CHECKING:
     from cluster.experience.versions import LibraryVersions
@@ -62,7 +63,7 @@ def migrate() -> None:
     from cluster.storage.migrate import upgrade
 
     settings = load_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     logging.getLogger(__name__).info("schema is current at %s", settings.sql_url())
 
@@ -137,7 +138,7 @@ def workers(
     _check_scorer(settings.scorer, settings.scorer_modules)
     if metrics_port is not None and settings.ray_address is not None:
         raise typer.BadParameter("--metrics-port needs a local Ray instance: the workers must run on this host")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     ensure_ray(settings)
     env: dict[str, str] | None = None
     server = None
@@ -364,7 +365,7 @@ def _library_versions() -> Iterator[tuple[LibraryVersions, str]]:
     from cluster.storage.migrate import upgrade
 
     settings = load_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     db = Database(settings.sql_url())
     try:
@@ -519,7 +520,7 @@ def jobs_list(config: JobsConfig = None, as_json: AsJson = False) -> None:
 
     settings = load_settings()
     configured = _scheduled_jobs(config)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     db = Database(settings.sql_url())
     try:
@@ -589,7 +590,7 @@ def jobs_run(
         known = ", ".join(configured) or "none"
         typer.echo(f"error: no job named {name!r} (configured: {known})", err=True)
         raise typer.Exit(1)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     if job.uses_ray:
         from cluster.runner import ensure_ray

@@ -35,6 +35,7 @@ from cluster.serve_app import build_app, ingress_env
 from cluster.serve_config import HttpConfig, ServeConfig
 from cluster.settings import Settings
 from cluster.storage.db import Database
+from cluster.storage.files import private_dir
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import MilvusLiteServer, is_lite_target
 from cluster.trajectories.repository import SqlTrajectoryStore
@@ -162,7 +163,7 @@ def start_service(
         StartFailed: another service runs on the data directory, or ``/health`` did not answer
             200 or a worker did not start within ``start_timeout_s``.
     """
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     with _exit_on_sigterm(), contextlib.ExitStack() as undo:
         # Each step registers its undo as soon as it has started; success pops them all.

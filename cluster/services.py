@@ -24,6 +24,7 @@ from cluster.memory.service import MemoryService
 from cluster.metrics import CounterFold, JobSample, Metrics, QueueState
 from cluster.settings import Settings
 from cluster.storage.db import Database
+from cluster.storage.files import private_dir
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.storage.vector_builds import check_vector_builds, vector_builds
@@ -150,7 +151,7 @@ def build_services(settings: Settings, *, migrate: bool = True) -> Services:
     # BLAS call fanned out to every core only makes its threads wait on busy cores (a 100k-memory
     # query's word search took 5 ms instead of 0.1; docs/benchmarks.md).
     threadpool_limits(limits=1, user_api="blas")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     url = settings.sql_url()
     if migrate:
         upgrade(url)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import JSON, DateTime, MetaData, String, create_engine, event
@@ -16,6 +17,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+from cluster.storage.files import private_file
 
 # Stable constraint names so migrations are the same on both dialects.
 NAMING_CONVENTION = {
@@ -88,11 +91,26 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine with the pragmas that make SQLite safe for several writers."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
+        _sqlite_file_private(engine.url.database)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
+
+
+def _sqlite_file_private(database: str | None) -> None:
+    """Make the database file (created empty here if absent: SQLite takes it as a new database) and
+    its -wal and -shm files readable by this user only."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    if not path.parent.is_dir():
+        return  # SQLite reports the missing directory on connect
+    private_file(path)
+    for companion in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if companion.exists():
+            private_file(companion)
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:

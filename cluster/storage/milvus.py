@@ -6,12 +6,13 @@ A Lite ``.db`` file is served by exactly one ``milvus`` process, started by exac
 process that holds the file's lock (``.<name>.lock`` beside it). Nobody else opens the file:
 
 * The **owner** is the composition root of the deployment (the ``hindsight`` CLI, the Ray driver,
-  a test fixture). It runs :class:`MilvusLiteServer`, which starts milvus-lite's engine on a local TCP
-  port (or a unix socket) and writes the URI to ``.<name>.endpoint`` beside the file.
+  a test fixture). It runs :class:`MilvusLiteServer`, which starts milvus-lite's engine on a unix
+  socket only its user can reach (or a local TCP port) and writes the URI to ``.<name>.endpoint``
+  beside the file.
 * **Everyone else** (Ray actors, Serve replicas, notebooks, other processes on the host) connects by
   URI. :func:`open_milvus` does this by itself: given the ``.db`` path it reads the endpoint file,
   checks the owner is alive and connects to the served URI. Pass the URI itself
-  (``HINDSIGHT_MILVUS_URI=http://127.0.0.1:PORT``) where the file is not visible.
+  (``HINDSIGHT_MILVUS_URI=unix:/tmp/hs-milvus-…/milvus.sock``) where the file is not visible.
 * A process that finds no live server opens the file **in-process** (pymilvus starts a private engine
   on a unix socket and takes the lock). That is right for a single process (a notebook, the CLI, a
   test) and wrong for a fleet: the second process then fails with ``StoreUnavailable``, never with
@@ -59,6 +60,7 @@ from pymilvus import MilvusClient
 
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.net import free_port
+from cluster.storage.files import private_file, write_private
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +162,9 @@ class MilvusLiteServer:
         db_path: the ``.db`` file (created if absent).
         host: interface for TCP mode; keep it on loopback, the engine has no authentication.
         port: TCP port; ``0`` picks a free one.
-        unix_socket: serve on a unix socket instead of TCP (same host only, no port to pick).
+        unix_socket: serve on a unix socket in a directory only this user may enter (the default:
+            the engine has no authentication, and a TCP port, even on loopback, answers every local
+            user); ``False`` serves on ``host:port`` for clients on other hosts.
         startup_timeout: seconds to wait for the engine to accept connections.
     """
 
@@ -170,7 +174,7 @@ class MilvusLiteServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        unix_socket: bool = False,
+        unix_socket: bool = True,
         startup_timeout: float = 15.0,
     ) -> None:
         self.path = lite_path(str(db_path))
@@ -214,7 +218,7 @@ class MilvusLiteServer:
                 self._release()
                 raise
             _OWNED[self.path] = self
-        endpoint_file(self.path).write_text(json.dumps({"uri": self.uri, "pid": os.getpid()}))
+        write_private(endpoint_file(self.path), json.dumps({"uri": self.uri, "pid": os.getpid()}))
         logger.info("Milvus Lite serving %s at %s", self.path, self.uri)
         return self.uri
 
@@ -234,7 +238,7 @@ class MilvusLiteServer:
                 RowLock(engine_name(served)).discard()
 
     def _take_lock(self) -> None:
-        fd = lock_file(self.path).open("a")
+        fd = private_file(lock_file(self.path)).open("a")
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -246,7 +250,11 @@ class MilvusLiteServer:
 
     def _launch(self) -> None:
         binary = _engine_binary()
+        # Made empty here, the engine takes it as a new database and keeps the mode.
+        private_file(self.path)
         if self._unix_socket:
+            # mkdtemp's directory is 0700: no other user can reach the socket (a path in the data
+            # directory could pass the 107 bytes a socket path may have).
             self._socket_path = Path(tempfile.mkdtemp(prefix="hs-milvus-")) / "milvus.sock"
             address = f"unix:{self._socket_path}"
             self.uri = address
@@ -333,6 +341,10 @@ def open_milvus(
     if is_lite_target(target):
         path = lite_path(target)
         uri = served_uri(path) or str(path)
+        if uri == str(path):
+            # Opened in-process: pymilvus' engine would create these under the umask (0644).
+            private_file(path)
+            private_file(lock_file(path))
     kwargs: dict[str, Any] = {"uri": uri, "timeout": timeout}
     if dedicated:
         kwargs["dedicated"] = True

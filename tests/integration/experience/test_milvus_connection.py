@@ -56,7 +56,7 @@ def test_a_second_owner_is_refused_in_this_and_in_another_process(milvus_server:
 
 def test_data_survive_a_restart_of_the_owner(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    with MilvusLiteServer(path):
+    with MilvusLiteServer(path, unix_socket=False):
         client = open_milvus(str(path))
         client.create_collection("t", dimension=4)
         client.insert("t", [{"id": 7, "vector": [1.0, 0.0, 0.0, 0.0]}])
@@ -86,8 +86,14 @@ def test_the_engine_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
     )
     assert owner.stdout is not None
     uri = owner.stdout.readline().strip()
-    host, port = uri.removeprefix("http://").rsplit(":", 1)
-    socket.create_connection((host, int(port)), timeout=2).close()
+    engine = uri.removeprefix("unix:")
+
+    def connect() -> None:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(0.5)
+            sock.connect(engine)
+
+    connect()
     assert served_uri(path) == uri
     os.kill(owner.pid, signal.SIGKILL)
     owner.wait(timeout=10)
@@ -95,7 +101,7 @@ def test_the_engine_exits_when_its_owner_is_killed(tmp_path: Path) -> None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
-            socket.create_connection((host, int(port)), timeout=0.5).close()
+            connect()
         except OSError:
             break
         time.sleep(0.05)

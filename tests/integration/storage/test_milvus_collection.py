@@ -120,7 +120,7 @@ def test_a_new_engine_never_takes_a_port_an_engine_of_this_process_served(
     # The first engine stops while a client still holds its shared connection, and a call then
     # leaves that connection's subchannel in reconnect backoff. Had the next engine been given the
     # same port, its first call would fail at once on that subchannel.
-    first = MilvusLiteServer(tmp_path / "first.db").__enter__()
+    first = MilvusLiteServer(tmp_path / "first.db", unix_socket=False).__enter__()
     old_port = int(first.uri.rsplit(":", 1)[1])
     stale = open_milvus(str(first.path))
     first.stop()
@@ -129,7 +129,7 @@ def test_a_new_engine_never_takes_a_port_an_engine_of_this_process_served(
 
     offered = iter([old_port])
     monkeypatch.setattr("cluster.storage.milvus.free_port", lambda host: next(offered, None) or net.free_port(host))
-    with MilvusLiteServer(tmp_path / "second.db") as second:
+    with MilvusLiteServer(tmp_path / "second.db", unix_socket=False) as second:
         assert int(second.uri.rsplit(":", 1)[1]) != old_port
         fresh = open_milvus(str(second.path))
         assert fresh.list_collections() == []
