@@ -121,7 +121,7 @@ def _sentence(error: ErrorDetails) -> str:
     where = _path(error["loc"])
     kind = error["type"]
     if kind == "missing":
-        return f"{where}: required"
+        return f"{where}: missing (required)"
     message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if _is_type_error(error):
         message += f", got {_json_type(error.get('input'))}"

@@ -154,6 +154,6 @@ def test_the_checks_fail_a_crash_and_an_error_that_names_nothing() -> None:
     schema = {"properties": {"key": {"type": "string"}}}
     assert not problem_named("memory_write", schema, "Error executing tool memory_write")
     assert not problem_named("memory_write", schema, "Error executing tool memory_write: something went wrong")
-    assert not problem_named("memory_write", schema, "Error executing tool memory_write: other: required")
+    assert not problem_named("memory_write", schema, "Error executing tool memory_write: other: missing (required)")
     assert problem_named("memory_write", schema, "Error executing tool memory_write: NotFound: memory 1 not found")
-    assert problem_named("memory_write", schema, "Error executing tool memory_write: key: required")
+    assert problem_named("memory_write", schema, "Error executing tool memory_write: key: missing (required)")

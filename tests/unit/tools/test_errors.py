@@ -60,3 +60,7 @@ def test_the_whole_text_is_bounded() -> None:
     assert lines[-1] == f"and {50 - MAX_ARGUMENTS} more arguments with problems"
     long_key = {"inner": {"kind": "a", "k" * 5000: 1}}
     assert len(str(refusal(long_key))) <= MAX_TEXT_CHARS
+
+
+def test_a_missing_field_is_named_with_its_path() -> None:
+    assert str(refusal({"inner": {"size": 1}})) == "inner.kind: missing (required)"
