@@ -26,10 +26,7 @@ def private_dir(path: Path) -> Path:
     An existing directory open to others (made by an earlier version) is closed to them.
     """
     path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        path.chmod(DIR_MODE)
-        logger.info("closed %s to other users (mode %o -> %o)", path, mode, DIR_MODE)
+    _close(path, DIR_MODE)
     return path
 
 
@@ -41,8 +38,7 @@ def private_file(path: Path) -> Path:
     """
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
-    if path.stat().st_mode & 0o077:
-        path.chmod(FILE_MODE)
+    _close(path, FILE_MODE)
     return path
 
 
@@ -51,5 +47,18 @@ def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE)
     with os.fdopen(fd, "w") as file:
         file.write(text)
-    if path.stat().st_mode & 0o077:
-        path.chmod(FILE_MODE)
+    _close(path, FILE_MODE)
+
+
+def _close(path: Path, private: int) -> None:
+    """Take other users' access to ``path`` away, if it has any."""
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return
+    try:
+        path.chmod(private)
+    except PermissionError:
+        # Another user's file or directory this process may use but not change: say so, go on.
+        logger.warning("%s is open to other users (mode %o) and this user cannot change that", path, mode)
+        return
+    logger.info("closed %s to other users (mode %o -> %o)", path, mode, private)
