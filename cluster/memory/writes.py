@@ -258,9 +258,11 @@ class Writes:
         check_owner(owner)
         now = now or utcnow()
         with self.db.read() as session:
-            current = Versions(session, owner, self.db.dialect).get(request.memory_id)
-        if current.record.state is not MemoryState.CURRENT:
-            raise _superseded(current.record, None)
+            versions = Versions(session, owner, self.db.dialect)
+            current = versions.get(request.memory_id)
+            if current.record.state is not MemoryState.CURRENT:
+                newest = versions.latest(current.record.scope.key, current.record.key, lock=False)
+                raise _superseded(current.record, newest.record if newest is not None else None)
         old = current.record
         write = MemoryWrite(
             key=old.key,

@@ -68,9 +68,9 @@ class Versions:
         """
         run(self.session, statements.bump_generation(self.dialect), {"owner": self.owner})
 
-    def latest(self, scope_key: str, key: str) -> StoredMemory | None:
-        """The newest version of (scope, key), current or not (row-locked on Postgres)."""
-        stmt = statements.latest(lock=self.dialect == "postgresql")
+    def latest(self, scope_key: str, key: str, *, lock: bool = True) -> StoredMemory | None:
+        """The newest version of (scope, key), current or not (row-locked on Postgres unless ``lock`` is off)."""
+        stmt = statements.latest(lock=lock and self.dialect == "postgresql")
         row = run(self.session, stmt, {"owner": self.owner, "scope_key": scope_key, "key": key}).first()
         return stored(row) if row is not None else None
 

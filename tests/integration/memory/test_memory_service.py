@@ -116,7 +116,9 @@ def test_update_writes_a_new_version_and_refuses_a_superseded_one(memory: Memory
     record = memory.get("alice", result.memory_id)
     assert record.value == "Alice works in CET"
     assert record.metadata == {"source": "chat"}
-    with pytest.raises(Conflict):
+    with pytest.raises(
+        Conflict, match=rf"version 1\) is no longer current; the current version is 2 \(id {result.memory_id}\)"
+    ):
         memory.apply_update("alice", MemoryUpdate(memory_id=first, value="Alice works in PST"))
 
 
