@@ -63,6 +63,9 @@ class RecordingSpec(BaseModel):
     redact: str = Field(default=DEFAULT_REDACT, description="Regex over argument keys whose values are not stored.")
     recent_calls: int = Field(default=5, ge=0, le=50, description="Calls the default context snapshot lists.")
     max_context_bytes: int = Field(default=2048, ge=64, description="The service's max_context_bytes.")
+    max_node_field_bytes: int = Field(
+        default=8192, ge=64, description="The service's max_node_field_bytes: recorded arguments are cut to it."
+    )
     call_timeout_s: float = Field(default=60.0, gt=0, description="An upstream call longer than this is hung.")
     idle_finalize_s: float = Field(default=600.0, gt=0, description="An untouched trajectory closes after this.")
     drain_s: float = Field(

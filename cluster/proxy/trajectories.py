@@ -134,7 +134,8 @@ class Trajectories:
             trajectory = self.begin(key, header.task, header.task_type)
         status = ResultStatus.FAILURE if result.is_error else ResultStatus.SUCCESS
         summary = _summary(result)
-        params = redact(dict(arguments or {}), self._redact)
+        # Cut to the service's limit: a node with larger arguments would be refused, and lost.
+        params = _capped(redact(dict(arguments or {}), self._redact), self.spec.max_node_field_bytes)
         node_id = uuid.uuid4()
         # A plain dict, not a NodeIn: hindsight checks every node it receives, and what it refuses
         # is logged and skipped (recorder.py); checking here too would double the CPU per call.

@@ -103,6 +103,17 @@ async def test_secret_arguments_are_redacted_before_storing_but_reach_the_tool(
     assert secret not in trajectory.model_dump_json()
 
 
+async def test_arguments_over_the_node_limit_are_cut_to_fit_and_the_call_still_recorded(
+    tmp_path: Path, services: Services
+) -> None:
+    entity = {"name": "big", "entityType": "note", "observations": ["x" * 20_000]}
+    async with proxied(config(tmp_path), in_process(services)) as client:
+        stored = await client.call_tool("create_entities", {"entities": [entity]})
+        assert not stored.is_error
+    [trajectory] = finalized(services.db)
+    assert trajectory.nodes[0].action_params == {"_cut": ["entities"]}
+
+
 async def test_records_reach_a_hindsight_service_over_http_as_the_tokens_owner(
     tmp_path: Path, services: Services
 ) -> None:
