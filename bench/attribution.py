@@ -37,7 +37,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from actors.engine import attribute_batch, conditions, generalize, templates
-from cluster.trajectories.models import (
+from actors.engine.model.trajectories import (
     ExecutionResult,
     Node,
     Outcome,

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import insert
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.embedding import OnnxMiniLMEmbedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import embedding_text
@@ -41,7 +42,6 @@ from cluster.experience.ports import IndexRow
 from cluster.experience.repository import template_values
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ExperienceTemplateRow
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus

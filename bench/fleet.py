@@ -49,13 +49,13 @@ from typing import Any
 from sqlalchemy import create_engine, insert, make_url, text
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import AnalysisStatus, Trajectory
 from bench.attribution import TASKS, make_trajectory
 from cluster.experience.models import content_hash
-from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
-from cluster.trajectories.models import AnalysisStatus, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore, _node_values
 from cluster.trajectories.tables import NodeRow, TrajectoryRow
 

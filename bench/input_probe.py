@@ -30,6 +30,7 @@ from mcp import Client
 from sqlalchemy import create_engine, make_url, text
 
 import cluster
+from actors.engine.model.trajectories import NodeIn, TrajectoryHeader
 from cluster.auth import OwnerResolver
 from cluster.embedding import CachedEmbedder, OnnxMiniLMEmbedder
 from cluster.memory.index import MilvusMemoryIndex
@@ -42,7 +43,6 @@ from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.tools import build_server
 from cluster.trajectories.capture import CaptureService, RecordCall
-from cluster.trajectories.models import NodeIn, TrajectoryHeader
 
 NODE: dict[str, Any] = {
     "context_snapshot": {"goal": "g"},

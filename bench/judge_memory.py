@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from actors.engine.model.templates import ExperienceTemplate
 from bench.fleet import ADMIN_URL, OWNERS, fill, postgres_database
 from cluster.experience.models import content_hash
-from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from pipelines.consolidate import evaluate_stored, rebuild, rebuild_stored, split_stored

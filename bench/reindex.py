@@ -34,9 +34,9 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.experience.repository import template_values
 from cluster.experience.tables import ExperienceTemplateRow
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Support
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade

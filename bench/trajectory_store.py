@@ -20,10 +20,10 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, insert, make_url, text
 
+from actors.engine.model.trajectories import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader, TrajectoryLimits
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader, TrajectoryLimits
 from cluster.trajectories.repository import _node_values
 from cluster.trajectories.tables import NodeRow
 

@@ -24,14 +24,14 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from actors.engine import Scorer, attribute_batch, get_scorer, served_feedback
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
-from actors.engine.roles import pooled_roles
 from cluster.core.errors import HindsightError, InvalidInput, LeaseLost, NotFound
 from cluster.experience.models import LearnReport, RoleLibraries
-from cluster.experience.templates import ExperienceTemplate
+from cluster.experience.roles import pooled_roles
 from cluster.storage.db import Database
 from cluster.storage.heartbeat import Heartbeat
-from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from threadpoolctl import threadpool_limits
 
+from actors.engine.model.trajectories import TrajectoryLimits
 from cluster.analysis import AnalysisService, load_scorer
 from cluster.core.ports import Embedder
 from cluster.embedding import build_embedder, embedder_identity, uncached
@@ -29,7 +30,6 @@ from cluster.storage.migrate import upgrade
 from cluster.storage.milvus import open_milvus
 from cluster.storage.vector_builds import check_vector_builds, vector_builds
 from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.models import TrajectoryLimits
 from cluster.trajectories.repository import DEFAULT_LEASE, RunHold, SqlTrajectoryStore
 
 logger = logging.getLogger(__name__)

@@ -38,21 +38,21 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
-from actors.engine.roles import pooled_roles
 from cluster.analysis import load_scorer
 from cluster.core.errors import Conflict
 from cluster.core.types import Frozen
 from cluster.experience.models import LibrarySource, RoleLibraries
 from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.roles import pooled_roles
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate
 from cluster.experience.versions import LibraryVersions, keep_reported
 from cluster.jobs.runs import JobContext, JobOutcome
 from cluster.serve_config import ConsolidateParameters
 from cluster.settings import Settings
 from cluster.storage.db import Database
-from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import FinalizedEntry, SqlTrajectoryStore
 from pipelines.evaluate import DecisionResult, Metrics, evaluate_library, held_out_count, time_order
 from pipelines.reprocess import reprocess

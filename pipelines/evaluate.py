@@ -55,7 +55,7 @@ The metrics, per decision node
   to succeed or to fail), the share whose avoided tool failed there. Avoided actions nobody
   tried are not judged.
 * **coverage**: the share of decisions served at least one template.
-* **tokens served**: the prompt block (:func:`~cluster.experience.templates.render_prompt_block`)
+* **tokens served**: the prompt block (:func:`~actors.engine.model.templates.render_prompt_block`)
   measured with the caller's token counter (the CLI uses the embedder's tokenizer), summed.
 
 Each decision node is one case, so a decision the agent tried three times weighs three times:
@@ -75,13 +75,13 @@ from pydantic import Field, computed_field
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.credit import credit_context, get_scorer
+from actors.engine.model.templates import ExperienceTemplate, render_prompt_block
+from actors.engine.model.trajectories import Node, ResultStatus, Trajectory, TrajectoryStatus
 from actors.engine.serving import Fit, applicable, fit, query_signature, rank_score, snapshot_features
 from actors.engine.signature import decision_signature, signature_key
 from cluster.core.errors import InvalidInput
 from cluster.core.types import Frozen
 from cluster.experience.models import MAX_TOP_K
-from cluster.experience.templates import ExperienceTemplate, render_prompt_block
-from cluster.trajectories.models import Node, ResultStatus, Trajectory, TrajectoryStatus
 
 TokenCounter = Callable[[str], int]
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from rich.table import Table
 
-from actors.engine.roles import pooled_roles
+from actors.engine.model.trajectories import Trajectory
 from cluster.analysis import load_scorer
 from cluster.embedding.onnx_minilm import TOKENIZER_PATH
+from cluster.experience.roles import pooled_roles
 from cluster.settings import Settings
 from cluster.storage.db import Database
-from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from pipelines.evaluate import EvalConfig, EvaluationReport, Metrics, TokenCounter, evaluate
 

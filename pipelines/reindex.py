@@ -46,12 +46,12 @@ import numpy as np
 import ray
 import ray.data
 
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import HindsightError, InvalidInput
 from cluster.embedding import build_embedder, embedder_identity
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.ports import IndexRow
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.milvus import MilvusLiteServer, is_lite_target, lite_path, open_milvus, served_uri

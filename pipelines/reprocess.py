@@ -29,13 +29,13 @@ import ray
 import ray.data
 
 from actors.engine import attribute_batch
+from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.retire import ActionOutcome
-from actors.engine.roles import pooled_roles
 from cluster.analysis import load_scorer
 from cluster.experience.exchange import export_lines
 from cluster.experience.models import LibrarySource, RoleLibraries
+from cluster.experience.roles import pooled_roles
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.trajectories.repository import SqlTrajectoryStore

@@ -19,11 +19,11 @@ from actors.engine.contrast import Contrast, Observation, group_by_signature, is
 from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
 from actors.engine.handoff import blame
 from actors.engine.labels import LabelledPath
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
 from actors.engine.templates import Finding, distil_group
 from cluster.core.types import Frozen
-from cluster.experience.templates import ExperienceTemplate
-from cluster.trajectories.models import Trajectory
 
 logger = logging.getLogger(__name__)
 

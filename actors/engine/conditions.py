@@ -64,8 +64,8 @@ from actors.engine.evaluation import (
 )
 from actors.engine.features import Features, Scalar
 from actors.engine.generalize import string_kind
+from actors.engine.model.templates import Predicate
 from cluster.core.types import Frozen
-from cluster.experience.templates import Predicate
 
 MAX_CATEGORY_CHARS = 64
 SEEDS = 12

@@ -1,6 +1,6 @@
 """Confidence of a template: a calibrated, conservative estimate that following it works.
 
-A template's evidence is a :class:`~cluster.experience.templates.Belief`: ``agree`` runs that
+A template's evidence is a :class:`~actors.engine.model.templates.Belief`: ``agree`` runs that
 support it, ``disagree`` runs inside its condition that contradict it, and the outcomes agents
 reported after it was served (``served_ok``, ``served_failed``). The chance that the recommended
 choice works is Beta-distributed given those counts, from a uniform prior:
@@ -29,9 +29,9 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from actors.engine.model.templates import Belief, ExperienceTemplate
+from actors.engine.model.trajectories import ResultStatus, Trajectory
 from cluster.core.types import utcnow
-from cluster.experience.templates import Belief, ExperienceTemplate
-from cluster.trajectories.models import ResultStatus, Trajectory
 
 LOWER_QUANTILE = 0.25
 """The posterior quantile reported: confidence is exceeded with probability 1 - this."""

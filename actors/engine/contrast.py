@@ -27,9 +27,9 @@ from pydantic import Field
 from actors.engine.cost import Cost, compare_costs, costs_to_finish
 from actors.engine.credit import CreditContext
 from actors.engine.features import Scalar, flatten_context
+from actors.engine.model.trajectories import Node, Trajectory
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
 from cluster.core.types import Frozen
-from cluster.trajectories.models import Node, Trajectory
 
 OUTCOME_THRESHOLD = 0.1
 PAIRS_PER_CHOICE = 3

@@ -32,8 +32,8 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from actors.engine.model.trajectories import ExecutionResult, ResultStatus, Trajectory
 from cluster.core.types import Frozen
-from cluster.trajectories.models import ExecutionResult, ResultStatus, Trajectory
 
 CostMetric = Literal["tokens", "latency_ms", "steps"]
 METRICS: tuple[CostMetric, ...] = ("tokens", "latency_ms", "steps")

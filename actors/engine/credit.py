@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from actors.engine.labels import LabelledPath, PathLabel, TreeIndex, index_tree, label_paths
+from actors.engine.model.trajectories import Node, ResultStatus, Trajectory
 from cluster.core.errors import InvalidInput
-from cluster.trajectories.models import Node, ResultStatus, Trajectory
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from actors.engine.conditions import NOISE_RUNS, LearnedCondition, as_population, learn_condition
 from actors.engine.evaluation import holds_all
 from actors.engine.features import Features
-from cluster.experience.templates import Condition, Predicate
+from actors.engine.model.templates import Condition, Predicate
 
 MAX_ALTERNATIVES = 3
 """More alternatives than this read as a list of cases, not as a rule."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeGuard
 
 from actors.engine.features import Features, flatten_context
-from cluster.experience.templates import Condition, Predicate
+from actors.engine.model.templates import Condition, Predicate
 
 
 def is_number(value: object) -> TypeGuard[int | float]:

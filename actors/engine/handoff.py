@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 from actors.engine.labels import PathLabel, index_tree, label_paths
-from cluster.trajectories.models import ResultStatus, Trajectory
+from actors.engine.model.trajectories import ResultStatus, Trajectory
 
 
 def runs(trajectories: Iterable[Trajectory]) -> dict[tuple[str, str], list[Trajectory]]:

@@ -25,8 +25,8 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from actors.engine.model.trajectories import Node, ResultStatus, Trajectory
 from cluster.core.types import Frozen
-from cluster.trajectories.models import Node, ResultStatus, Trajectory
 
 
 class PathLabel(StrEnum):

@@ -59,10 +59,7 @@ from pydantic import JsonValue
 
 from actors.engine.confidence import confidence_of, implied_belief
 from actors.engine.generalize import merge_params
-from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
-from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
-from cluster.core.types import Frozen
-from cluster.experience.templates import (
+from actors.engine.model.templates import (
     ActionPattern,
     Belief,
     EvidenceKind,
@@ -71,6 +68,9 @@ from cluster.experience.templates import (
     Provenance,
     Support,
 )
+from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
+from actors.engine.templates import ALSO_AVOID, also_avoid, caveat_key, failure_reason
+from cluster.core.types import Frozen
 
 THRESHOLD_TOLERANCE = 0.5
 _COUNTED = (EvidenceKind.RECOMMENDED_SUCCEEDED, EvidenceKind.AVOIDED_FAILED)

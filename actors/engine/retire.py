@@ -41,8 +41,8 @@ from pydantic import Field, JsonValue
 from actors.engine.evaluation import evaluate_condition
 from actors.engine.features import flatten_context
 from actors.engine.generalize import fits_pattern
+from actors.engine.model.templates import ExperienceTemplate, Predicate
 from cluster.core.types import Frozen, JsonObject
-from cluster.experience.templates import ExperienceTemplate, Predicate
 
 MIN_FAILURES = 1
 SUCCESSOR_NAMESPACE = uuid.UUID("0c9e6a52-1d7b-4f3e-a8c4-5b2f9d7e6a10")

@@ -42,8 +42,8 @@ from pydantic import JsonValue
 from actors.engine.evaluation import evaluate_features, is_number
 from actors.engine.features import Features, flatten_context
 from actors.engine.library import narrows
+from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.signature import signature_key, situation_signature, situation_words
-from cluster.experience.templates import ExperienceTemplate
 
 WEIGHT_FIT = 0.5
 WEIGHT_CONFIDENCE = 0.3

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 
 from pydantic import Field, JsonValue
 
+from actors.engine.model.trajectories import Node, Trajectory
 from cluster.core.types import Frozen
-from cluster.trajectories.models import Node, Trajectory
 
 MAX_KEY_CHARS = 500  # ExperienceTemplate.signature holds at most 500 characters.
 MAX_GOAL_WORDS = 8

@@ -68,8 +68,7 @@ from actors.engine.disjunction import learn_disjunction, render_alternatives
 from actors.engine.evaluation import holds, holds_all, is_number
 from actors.engine.features import Features, flatten_context
 from actors.engine.generalize import CONSTANT_KINDS, fits_pattern, generalize_params, sanitize_text, string_kind
-from cluster.core.types import canonical_json
-from cluster.experience.templates import (
+from actors.engine.model.templates import (
     ActionPattern,
     Condition,
     EvidenceKind,
@@ -78,6 +77,7 @@ from cluster.experience.templates import (
     Provenance,
     Support,
 )
+from cluster.core.types import canonical_json
 
 MIN_PRECISION = 0.75
 ALSO_AVOID = "also avoid "

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.engine import attribute_batch
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import Node, Trajectory
 from cluster.analysis import load_scorer
 from cluster.core.errors import InvalidInput, NotFound
 from cluster.core.owner import check_owner
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.experience.versions import LibraryVersions
 from cluster.memory.models import MemoryQuery, MemoryRecord
 from cluster.memory.repository.rows import StoredMemory
 from cluster.memory.repository.versions import Versions
 from cluster.services import Services
-from cluster.trajectories.models import Node, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 
 #: Rows a list shows: the console is for looking, the CLI and the exports are for everything.

@@ -19,9 +19,9 @@ from typing import Any, Literal
 from pydantic import Field, JsonValue, ValidationError
 
 from actors.engine.evaluation import evaluate_condition
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 from cluster.core.types import Frozen
 from cluster.demo.env_base import Call, StepView
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 logger = logging.getLogger(__name__)
 

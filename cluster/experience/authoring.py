@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from actors.engine import merge_into_library
+from actors.engine.model.templates import ExperienceTemplate, TemplateSource
 from cluster.core.errors import InvalidInput, NotFound
 from cluster.experience.exchange import export_lines, parse_export
 from cluster.experience.indexing import Indexing
 from cluster.experience.models import ConfidenceReason, ImportReport, TemplateEdit, content_hash
 from cluster.experience.ownership import check_owner, owned_id
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate, TemplateSource
 from cluster.storage.db import Database
 
 

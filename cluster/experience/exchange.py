@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import InvalidInput
-from cluster.experience.templates import ExperienceTemplate
 
 EXPORT_FORMAT = "hindsight-experience"
 EXPORT_VERSION = 1

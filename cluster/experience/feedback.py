@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from actors.engine import apply_outcome
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import StoreUnavailable
 from cluster.experience.indexing import Indexing
 from cluster.experience.models import ConfidenceChange, ConfidenceReason, OutcomeReport
 from cluster.experience.ownership import check_owner
 from cluster.experience.ports import ExperienceIndex
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.experience.versions import counterpart
 from cluster.storage.db import Database
 

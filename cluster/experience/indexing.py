@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import StoreUnavailable
 from cluster.core.ports import Embedder
 from cluster.experience.ownership import check_owner
 from cluster.experience.ports import ExperienceIndex, IndexRow
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from actors.engine import contradicted, merge_into_library
+from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.retire import ActionOutcome
 from cluster.core.errors import InvalidInput, StoreUnavailable
 from cluster.experience.authoring import import_into
@@ -24,7 +25,6 @@ from cluster.experience.models import ConfidenceReason, LearnReport, LibrarySour
 from cluster.experience.ownership import check_owner, owned_id
 from cluster.experience.ports import ExperienceIndex
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.experience.versions import keep_reported
 from cluster.storage.db import Database
 

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate
 from cluster.core.types import Frozen, JsonObject, Name, Text
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate
 
 MAX_TOP_K = 8
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from cluster.experience.templates import ExperienceTemplate
+from actors.engine.model.templates import ExperienceTemplate
 
 
 @dataclass(frozen=True)

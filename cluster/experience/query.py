@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.engine.features import Features
+from actors.engine.model.templates import ExperienceTemplate, render_prompt_block
 from actors.engine.serving import (
     Fit,
     applicable,
@@ -43,7 +44,6 @@ from cluster.experience.models import (
 from cluster.experience.ownership import check_owner
 from cluster.experience.ports import ExperienceIndex
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate, render_prompt_block
 from cluster.storage.db import Database
 
 _OVERFETCH = 2  # Milvus may be slightly behind SQL; fetch extra candidates and re-check them in SQL.

@@ -18,6 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import Conflict, NotFound
 from cluster.experience.models import (
     ConfidenceChange,
@@ -35,7 +36,6 @@ from cluster.experience.tables import (
     LibraryVersionRow,
     ServedOutcomeRow,
 )
-from cluster.experience.templates import ExperienceTemplate
 
 
 def _owner_is(owner: str) -> ColumnElement[bool]:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from sqlalchemy.orm import Session
 
+from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.retire import ActionOutcome
 from cluster.core.errors import InvalidInput
 from cluster.core.ports import Embedder
@@ -61,7 +62,6 @@ from cluster.experience.ownership import IMPORT_NAMESPACE, VERSION_NAMESPACE, ch
 from cluster.experience.ports import ExperienceIndex
 from cluster.experience.query import Queries
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 
 __all__ = ["DEFAULT_VERSIONS_KEPT", "IMPORT_NAMESPACE", "VERSION_NAMESPACE", "ExperienceService"]

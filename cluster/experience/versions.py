@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from actors.engine import carry_feedback
+from actors.engine.model.templates import ExperienceTemplate
 from cluster.core.errors import Conflict, NotFound
 from cluster.core.owner import check_owner
 from cluster.experience.models import (
@@ -28,7 +29,6 @@ from cluster.experience.models import (
     content_hash,
 )
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
 
 logger = logging.getLogger(__name__)

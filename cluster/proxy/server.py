@@ -29,11 +29,11 @@ from mcp_types import (
     Tool,
 )
 
+from actors.engine.model.trajectories import ResultStatus
 from cluster.proxy.config import ProxyConfig
 from cluster.proxy.recorder import Recorder
 from cluster.proxy.trajectories import META_SESSION, Trajectories
 from cluster.proxy.upstream import Upstream, error_result
-from cluster.trajectories.models import ResultStatus
 
 logger = logging.getLogger(__name__)
 

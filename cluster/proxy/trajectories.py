@@ -21,11 +21,11 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
+from actors.engine.model.trajectories import ResultStatus, now_ms
 from cluster.core.types import canonical_json
 from cluster.proxy.config import RecordingSpec
 from cluster.proxy.recorder import FinalizeRecord, Header, NodeRecord, Recorder
 from cluster.proxy.redact import redact
-from cluster.trajectories.models import ResultStatus, now_ms
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
+from actors.engine.model.trajectories import RecordResult
 from cluster.auth import OwnerResolver
 from cluster.core.errors import HindsightError
 from cluster.memory.models import MemoryWrite, MemoryWriteResult
@@ -28,7 +29,6 @@ from cluster.services import Services
 from cluster.tools.batching import Batcher
 from cluster.tools.errors import explained
 from cluster.trajectories.capture import RecordCall
-from cluster.trajectories.models import RecordResult
 
 P = ParamSpec("P")
 R = TypeVar("R")

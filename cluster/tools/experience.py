@@ -8,9 +8,9 @@ from typing import Annotated
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt
 
+from actors.engine.model.templates import render_prompt_block
 from cluster.core.types import Name
 from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
-from cluster.experience.templates import render_prompt_block
 from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
 
 NOTHING_SERVED = "No experience matches this situation yet."

@@ -8,10 +8,17 @@ from typing import Annotated
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from actors.engine.model.trajectories import (
+    FinalizeResult,
+    NodeIn,
+    Outcome,
+    RecordResult,
+    ResultStatus,
+    TrajectoryHeader,
+)
 from cluster.tools.common import ToolContext, tool_errors, toolbox
 from cluster.tools.registry import AtMost
 from cluster.trajectories.capture import RecordCall
-from cluster.trajectories.models import FinalizeResult, NodeIn, Outcome, RecordResult, ResultStatus, TrajectoryHeader
 
 
 async def record_trajectory_node(

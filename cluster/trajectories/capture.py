@@ -9,9 +9,16 @@ from typing import NamedTuple
 
 from sqlalchemy.orm import Session
 
+from actors.engine.model.trajectories import (
+    NodeIn,
+    Outcome,
+    RecordResult,
+    Trajectory,
+    TrajectoryHeader,
+    TrajectoryLimits,
+)
 from cluster.core.errors import HindsightError, InvalidInput, NotFound
 from cluster.storage.db import Database
-from cluster.trajectories.models import NodeIn, Outcome, RecordResult, Trajectory, TrajectoryHeader, TrajectoryLimits
 from cluster.trajectories.ports import ServedExperiences
 from cluster.trajectories.repository import SqlTrajectoryStore
 

@@ -13,9 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, aliased
 
-from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
-from cluster.core.types import utcnow
-from cluster.trajectories.models import (
+from actors.engine.model.trajectories import (
     AnalysisStatus,
     Node,
     NodeIn,
@@ -26,6 +24,8 @@ from cluster.trajectories.models import (
     TrajectoryLimits,
     TrajectoryStatus,
 )
+from cluster.core.errors import Conflict, LeaseLost, NotFound, TrajectoryClosed
+from cluster.core.types import utcnow
 from cluster.trajectories.ports import RoleGrouping
 from cluster.trajectories.tables import NodeRow, TrajectoryRow
 

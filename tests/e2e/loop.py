@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp import Client
 
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import bulk_vs_single_runs
 
 QUERY = "Import 300 products from the supplier CSV file"

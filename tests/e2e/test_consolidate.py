@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from actors.engine import attribute_batch
+from actors.engine.model.templates import Predicate
+from actors.engine.model.trajectories import Trajectory
 from cluster.experience.models import LibrarySource
 from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.templates import Predicate
 from cluster.experience.versions import LibraryVersions
 from cluster.jobs.runs import JobContext
 from cluster.serve_config import ConsolidateParameters
 from cluster.services import Services, build_services
 from cluster.settings import Settings
-from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from pipelines.consolidate import consolidate
 from tests.integration.experience.test_learning_loop import store_runs

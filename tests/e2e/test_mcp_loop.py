@@ -8,8 +8,8 @@ import re
 import pytest
 from mcp import Client
 
+from actors.engine.model.templates import RETRY_NOTE
 from cluster.embedding import CachedEmbedder
-from cluster.experience.templates import RETRY_NOTE
 from cluster.services import Services, analysis_for
 from tests.e2e.loop import call, check_served_and_feedback, query, record_lessons, send
 from tests.unit.engine.builders import GEOCODE_ACTIONS, flaky_geocode_runs

@@ -17,10 +17,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import event, select
 
-from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
-from cluster.storage.db import Database, SqliteWriteLock
-from cluster.trajectories.capture import CaptureService, RecordCall
-from cluster.trajectories.models import (
+from actors.engine.model.trajectories import (
     NodeIn,
     Outcome,
     RecordResult,
@@ -28,6 +25,9 @@ from cluster.trajectories.models import (
     TrajectoryLimits,
     TrajectoryStatus,
 )
+from cluster.core.errors import Conflict, LeaseLost, LimitExceeded, NotFound, TrajectoryClosed
+from cluster.storage.db import Database, SqliteWriteLock
+from cluster.trajectories.capture import CaptureService, RecordCall
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.concurrent import at_once

@@ -27,9 +27,9 @@ import httpx
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from sqlalchemy import func, select
 
+from actors.engine.model.templates import EvidenceKind, ExperienceTemplate
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
-from cluster.experience.templates import EvidenceKind, ExperienceTemplate
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.policy import MemoryState
 from cluster.memory.tables import MemoryIndexQueueRow, MemoryRow

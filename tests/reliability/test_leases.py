@@ -17,17 +17,17 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import NodeIn, Outcome, Trajectory
 from actors.engine.retire import ActionOutcome
 from actors.pool import start_pool, stop_pool
 from cluster.analysis import AnalysisService
 from cluster.experience.models import LearnReport
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate
 from cluster.serve_config import AttributionConfig
 from cluster.settings import Settings
 from cluster.storage.db import Database
 from cluster.storage.migrate import upgrade
-from cluster.trajectories.models import NodeIn, Outcome, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.reliability.service import deadline_loop

@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import NodeIn, Outcome, Trajectory
 from actors.engine.retire import ActionOutcome
 from cluster.analysis import AnalysisService
 from cluster.experience.models import LearnReport
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow, ServedOutcomeRow
-from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
-from cluster.trajectories.models import NodeIn, Outcome, Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.builders import bulk_vs_single_runs, insert_run

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from cluster.trajectories.models import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
+from actors.engine.model.trajectories import ExecutionResult, NodeIn, ResultStatus, TrajectoryHeader
 
 
 def test_extra_keys_are_kept_in_data() -> None:

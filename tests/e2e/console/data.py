@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from actors.engine.model.trajectories import NodeIn, Outcome, Trajectory
 from cluster.experience.models import LibrarySource
 from cluster.experience.repository import SqlExperienceStore
 from cluster.memory.models import MemoryUpdate, MemoryWrite
 from cluster.services import Services, analysis_for
-from cluster.trajectories.models import NodeIn, Outcome, Trajectory
 from tests.unit.engine.builders import INSERT_ACTIONS, Builder, bulk_vs_single_runs
 
 ALICE, BOB = "alice", "bob"

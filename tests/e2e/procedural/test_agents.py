@@ -9,12 +9,12 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from mcp import Client
 
+from actors.engine.model.trajectories import ResultStatus, Trajectory, TrajectoryStatus
 from cluster.demo.agents import ExplorePolicy, HindsightPolicy, ReplayPolicy, run_episode
 from cluster.demo.envs import make_episode
 from cluster.demo.harness import default_embedder
 from cluster.demo.replay import RawTrajectory, RecordedStep, ReplayMemory
 from cluster.services import Services
-from cluster.trajectories.models import ResultStatus, Trajectory, TrajectoryStatus
 
 pytestmark = pytest.mark.anyio
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 from cluster.demo.agents import Explorer, HindsightPolicy, tool_arguments
 from cluster.demo.env_base import Call, StepView
 from cluster.demo.envs import FormSubmit, ProductImport, make_episode
 from cluster.demo.following import fill, parse_condition, parse_served, predicate_holds
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 
 
 def bulk_template(**overrides: Any) -> ExperienceTemplate:

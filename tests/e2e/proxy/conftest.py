@@ -13,13 +13,13 @@ import psutil
 import pytest
 from mcp import Client
 
+from actors.engine.model.trajectories import Trajectory
 from cluster.auth import OwnerResolver
 from cluster.proxy.config import ProxyConfig
 from cluster.proxy.server import build_proxy_server
 from cluster.services import Services
 from cluster.storage.db import Database
 from cluster.tools import build_server
-from cluster.trajectories.models import Trajectory
 from cluster.trajectories.repository import SqlTrajectoryStore
 
 ENTITY = {"entities": [{"name": "Ada", "entityType": "person", "observations": ["writes programs"]}]}

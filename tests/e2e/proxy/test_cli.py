@@ -17,10 +17,10 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from actors.engine.model.trajectories import Trajectory
 from cluster.net import free_port
 from cluster.services import build_services
 from cluster.settings import Settings
-from cluster.trajectories.models import Trajectory
 from tests.cli_process import cli
 from tests.e2e.proxy.conftest import ENTITY, finalized, upstreams
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from actors.engine.model.trajectories import ResultStatus
 from cluster.auth import OwnerResolver
 from cluster.http import build_http_app
 from cluster.proxy.redact import REDACTED
 from cluster.proxy.run import recording_client
 from cluster.services import Services
 from cluster.settings import Settings
-from cluster.trajectories.models import ResultStatus
 from tests.e2e.proxy.conftest import ENTITY, config, finalized, in_process, proxied, upstreams
 from tests.reliability.service import uvicorn_app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Provenance, Support
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Provenance, Support
 
 
 def template(

@@ -12,12 +12,12 @@ from pydantic import JsonValue
 from pymilvus import MilvusClient
 
 from actors.engine import attribute_batch
+from actors.engine.model.templates import ExperienceTemplate, Predicate
 from cluster.embedding import CachedEmbedder
 from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.models import Situation
 from cluster.experience.ports import Hit
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate, Predicate
 from cluster.storage.db import Database
 from tests.unit.engine.builders import INSERT_ACTIONS, insert_run
 

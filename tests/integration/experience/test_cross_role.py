@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import AnalysisStatus, NodeIn, Outcome, Trajectory, TrajectoryHeader
 from cluster.analysis import AnalysisService
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate
 from cluster.storage.db import Database
-from cluster.trajectories.models import AnalysisStatus, NodeIn, Outcome, Trajectory, TrajectoryHeader
 from cluster.trajectories.repository import NO_HOLD, RunHold, SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.roles import executor, planner, sync_runs

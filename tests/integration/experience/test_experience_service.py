@@ -15,13 +15,7 @@ import pytest
 from pymilvus import MilvusClient
 
 from actors.engine import carry_feedback
-from cluster.core.errors import Conflict, InvalidInput, NotFound
-from cluster.experience.index import MilvusExperienceIndex
-from cluster.experience.models import ConfidenceReason, TemplateEdit
-from cluster.experience.ports import IndexRow
-from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.service import IMPORT_NAMESPACE, ExperienceService
-from cluster.experience.templates import (
+from actors.engine.model.templates import (
     EvidenceKind,
     ExperienceTemplate,
     Predicate,
@@ -29,6 +23,12 @@ from cluster.experience.templates import (
     Support,
     TemplateSource,
 )
+from cluster.core.errors import Conflict, InvalidInput, NotFound
+from cluster.experience.index import MilvusExperienceIndex
+from cluster.experience.models import ConfidenceReason, TemplateEdit
+from cluster.experience.ports import IndexRow
+from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.service import IMPORT_NAMESPACE, ExperienceService
 
 from .factories import template
 

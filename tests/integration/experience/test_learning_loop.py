@@ -8,13 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from actors.engine import attribute_batch
-from cluster.analysis import AnalysisService, learn_batch
-from cluster.core.errors import NotFound
-from cluster.experience.repository import SqlExperienceStore
-from cluster.experience.service import ExperienceService
-from cluster.storage.db import Database
-from cluster.trajectories.capture import CaptureService
-from cluster.trajectories.models import (
+from actors.engine.model.trajectories import (
     AnalysisStatus,
     NodeIn,
     Outcome,
@@ -23,6 +17,12 @@ from cluster.trajectories.models import (
     TrajectoryLimits,
     TrajectoryStatus,
 )
+from cluster.analysis import AnalysisService, learn_batch
+from cluster.core.errors import NotFound
+from cluster.experience.repository import SqlExperienceStore
+from cluster.experience.service import ExperienceService
+from cluster.storage.db import Database
+from cluster.trajectories.capture import CaptureService
 from cluster.trajectories.repository import SqlTrajectoryStore
 from cluster.trajectories.tables import TrajectoryRow
 from tests.unit.engine.builders import bulk_vs_single_runs

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from actors.engine import attribute_batch, carry_feedback
+from actors.engine.model.templates import ExperienceTemplate, Predicate
 from cluster.experience.models import ConfidenceReason, LibrarySource, TemplateEdit
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ExperienceTemplate, Predicate
 from cluster.experience.versions import LibraryVersions
 from cluster.serve_config import ConsolidateParameters
 from cluster.settings import Settings

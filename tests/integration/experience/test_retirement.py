@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
 from actors.engine.retire import ActionOutcome
 from cluster.experience.models import Situation
 from cluster.experience.service import ExperienceService
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
 from cluster.storage.db import Database
 
 OWNER = "retire-owner"

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from alembic import command
 from pymilvus import MilvusClient
 
+from actors.engine.model.templates import ExperienceTemplate, Predicate
 from actors.engine.retire import ActionOutcome
 from cluster.core.errors import Conflict, InvalidInput, NotFound
 from cluster.embedding import CachedEmbedder
@@ -20,7 +21,6 @@ from cluster.experience.models import LibrarySource
 from cluster.experience.repository import SqlExperienceStore
 from cluster.experience.service import ExperienceService
 from cluster.experience.tables import ConfidenceChangeRow, ExperienceTemplateRow
-from cluster.experience.templates import ExperienceTemplate, Predicate
 from cluster.experience.versions import LibraryVersions
 from cluster.storage.db import Database
 from cluster.storage.migrate import alembic_config

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from actors.engine.model.trajectories import ResultStatus
 from bench.fleet import OWNERS, ROLES, compare, fill, variant
 from cluster.settings import Settings
 from cluster.storage.db import Database
-from cluster.trajectories.models import ResultStatus
 from cluster.trajectories.repository import SqlTrajectoryStore
 
 

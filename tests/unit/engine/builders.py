@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from cluster.trajectories.models import (
+from actors.engine.model.trajectories import (
     ExecutionResult,
     Node,
     Outcome,

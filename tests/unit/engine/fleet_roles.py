@@ -4,8 +4,8 @@ pooled, the lesson is plain."""
 
 from __future__ import annotations
 
+from actors.engine.model.trajectories import Trajectory
 from cluster.experience.models import RoleLibraries
-from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder
 
 TASK_TYPE = "deploy"

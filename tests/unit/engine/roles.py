@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import T0, Builder
 
 TASK_TYPE = "sync"

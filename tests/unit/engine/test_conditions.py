@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from actors.engine import flatten_context, learn_condition
 from actors.engine.evaluation import holds
-from cluster.experience.templates import Condition, Predicate
+from actors.engine.model.templates import Condition, Predicate
 
 
 def test_nested_context_flattens_to_dotted_paths_and_list_lengths() -> None:

@@ -15,8 +15,8 @@ from actors.engine import (
     lower_bound,
     served_feedback,
 )
-from cluster.experience.templates import ActionPattern, Belief, ExperienceTemplate
-from cluster.trajectories.models import Outcome, ResultStatus
+from actors.engine.model.templates import ActionPattern, Belief, ExperienceTemplate
+from actors.engine.model.trajectories import Outcome, ResultStatus
 from tests.unit.engine.builders import T0, Builder
 
 THRESHOLD = 0.7

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from actors.engine import Cost, attribute_batch, compare_costs, node_costs, read_cost
+from actors.engine.model.templates import EvidenceKind, ExperienceTemplate, Predicate
+from actors.engine.model.trajectories import ExecutionResult, Trajectory
 from actors.engine.templates import caveat_key
-from cluster.experience.templates import EvidenceKind, ExperienceTemplate, Predicate
-from cluster.trajectories.models import ExecutionResult, Trajectory
 from tests.unit.engine.builders import Builder
 
 ACTIONS = ["paste_rows", "bulk_import"]

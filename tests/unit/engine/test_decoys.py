@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.model.templates import ExperienceTemplate, Predicate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.templates import ALSO_AVOID, caveat_key
-from cluster.experience.templates import ExperienceTemplate, Predicate
-from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder
 
 SUBMIT_ACTIONS = ["click", "press_enter", "request_submit_api", "press_ctrl_enter"]

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from actors.engine import attribute_batch, evaluate_condition, evaluate_features
 from actors.engine.disjunction import learn_disjunction, render_alternatives
 from actors.engine.features import Features
-from cluster.experience.templates import Predicate
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import Predicate
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder
 from tests.unit.engine.test_learner_properties import evidence
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from actors.engine import evaluate_condition, evaluate_features, flatten_context
-from cluster.experience.templates import Condition, Predicate
+from actors.engine.model.templates import Condition, Predicate
 
 SNAPSHOT: dict[str, Any] = {
     "goal": "import the products",

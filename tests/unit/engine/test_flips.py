@@ -6,8 +6,8 @@ from typing import Any
 
 from actors.engine import attribute_batch
 from actors.engine.generalize import fits_pattern
-from cluster.experience.templates import ExperienceTemplate, Predicate
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import ExperienceTemplate, Predicate
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder
 
 SUBMIT = ["click", "press_ctrl_enter", "request_submit_api"]

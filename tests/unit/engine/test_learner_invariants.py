@@ -28,8 +28,8 @@ from actors.engine import attribute_batch, evaluate_condition
 from actors.engine.cost import costs_to_finish
 from actors.engine.credit import credit_context, score_nodes
 from actors.engine.generalize import fits_pattern, generalize_params
-from cluster.experience.templates import EvidenceKind, ExperienceTemplate
-from cluster.trajectories.models import Node, ResultStatus, Trajectory
+from actors.engine.model.templates import EvidenceKind, ExperienceTemplate
+from actors.engine.model.trajectories import Node, ResultStatus, Trajectory
 from tests.unit.engine.builders import Builder
 
 # Typed constants as tools really carry them: the value every call of a tool sends.

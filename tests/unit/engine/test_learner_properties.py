@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, evaluate_condition, evaluate_features, generalize_params, learn_condition
 from actors.engine.features import Features
-from cluster.experience.templates import Predicate
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import Predicate
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.test_properties import trajectories
 
 REGIONS = st.sampled_from(["eu", "us", "uk", "ap", "sa"])

@@ -5,9 +5,7 @@ from types import SimpleNamespace
 
 from actors.engine import attribute_batch, merge_into_library
 from actors.engine.library import narrows
-from actors.engine.retire import ActionOutcome
-from actors.engine.templates import tested_ranges as ranges_of
-from cluster.experience.templates import (
+from actors.engine.model.templates import (
     ActionPattern,
     Condition,
     EvidenceKind,
@@ -16,6 +14,8 @@ from cluster.experience.templates import (
     Provenance,
     Support,
 )
+from actors.engine.retire import ActionOutcome
+from actors.engine.templates import tested_ranges as ranges_of
 from tests.unit.engine.builders import T0, bulk_vs_single_runs, insert_run
 
 

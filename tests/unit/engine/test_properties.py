@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from actors.engine import attribute_batch, available_scorers, merge_into_library
 from actors.engine.labels import label_paths
-from cluster.experience.templates import render_prompt_block
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import render_prompt_block
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder
 
 ACTIONS = ["a", "b", "c"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from actors.engine import contradicted, merge_into_library
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
 from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
 from tests.unit.engine.builders import T0
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from actors.engine import attribute_batch, flatten_context, merge_into_library
 from actors.engine.contrast import Observation
+from actors.engine.model.templates import RETRY_NOTE, ActionPattern, Condition, ExperienceTemplate, Predicate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.signature import decision_signature, signature_key
 from actors.engine.templates import Finding, unless_explained, worth_retrying
-from cluster.experience.templates import RETRY_NOTE, ActionPattern, Condition, ExperienceTemplate, Predicate
-from cluster.trajectories.models import Trajectory
 from tests.unit.engine.builders import Builder, flaky_geocode_runs
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from actors.engine import ContrastKind, attribute_batch
-from cluster.experience.templates import ExperienceTemplate, render_prompt_block
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import ExperienceTemplate, render_prompt_block
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder, bulk_vs_single_runs, insert_run
 
 

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import uuid
 
+from actors.engine.model.templates import (
+    ActionPattern,
+    Condition,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+)
 from actors.engine.serving import (
     FIT,
     Fit,
@@ -15,14 +23,6 @@ from actors.engine.serving import (
     rank_score,
     retry_stands,
     snapshot_features,
-)
-from cluster.experience.templates import (
-    ActionPattern,
-    Condition,
-    EvidenceKind,
-    ExperienceTemplate,
-    Predicate,
-    Provenance,
 )
 
 ACTIONS = ("bulk_import", "add_item", "paste_rows")

@@ -6,10 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from actors.engine import attribute_batch
-from actors.engine.roles import pooled_roles
+from actors.engine.model.trajectories import Trajectory
 from cluster.experience.models import RoleLibraries
+from cluster.experience.roles import pooled_roles
 from cluster.settings import Settings
-from cluster.trajectories.models import Trajectory
 from tests.unit.engine.fleet_roles import SHARED, regional_fleet
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from actors.engine import attribute_batch, evaluate_condition, merge_into_library
-from cluster.experience.templates import ExperienceTemplate, Predicate
-from cluster.trajectories.models import Trajectory
+from actors.engine.model.templates import ExperienceTemplate, Predicate
+from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder
 
 CARRIERS = ["ship_ground", "ship_air", "ship_sea"]

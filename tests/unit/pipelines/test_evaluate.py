@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cluster.core.errors import InvalidInput
-from cluster.experience.templates import (
+from actors.engine.model.templates import (
     ActionPattern,
     Condition,
     ExperienceTemplate,
@@ -16,7 +15,8 @@ from cluster.experience.templates import (
     Provenance,
     render_prompt_block,
 )
-from cluster.trajectories.models import Trajectory, TrajectoryStatus
+from actors.engine.model.trajectories import Trajectory, TrajectoryStatus
+from cluster.core.errors import InvalidInput
 from pipelines.evaluate import (
     EvalConfig,
     NodeOutcome,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 from actors.engine import attribute_batch, merge_into_library
+from actors.engine.model.templates import ExperienceTemplate
+from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
 from bench import fleet
 from cluster.experience.models import content_hash
-from cluster.experience.templates import ExperienceTemplate
-from cluster.trajectories.models import Trajectory
 from pipelines.consolidate import rebuild
 from tests.unit.engine.roles import sync_runs
 

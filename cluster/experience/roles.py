@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from actors.engine.model.trajectories import Trajectory
 from cluster.experience.models import RoleLibraries
-from cluster.trajectories.models import Trajectory
 
 
 def pooled_roles(trajectories: Sequence[Trajectory], roles: RoleLibraries) -> list[Trajectory]:
