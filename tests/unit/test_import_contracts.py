@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
-CONTRACT = "No private module of Ray Serve or the MCP SDK"
+CONTRACT = "No private module of Ray or the MCP SDK"
 
 
 def _private_modules(package: str) -> set[str]:
