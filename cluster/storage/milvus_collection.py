@@ -353,6 +353,10 @@ class MilvusCollection:
         """The distinct values of ``field`` over the rows ``where`` selects, read in pages."""
         self.ensure()
         with self._reading():
+            # A Milvus 2.3 server gives the iterator no snapshot time, and pymilvus then reads at a time of
+            # its own that misses writes just acknowledged (a scan right after an upsert found nothing).
+            # A strong-consistency read first waits until every acknowledged write is readable.
+            self._call("query", self.client.query, self.name, filter=where, limit=1, consistency_level="Strong")
             iterator = self._call(
                 "query", self.client.query_iterator, self.name, batch_size=1000, filter=where, output_fields=[field]
             )

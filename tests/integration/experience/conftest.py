@@ -1,7 +1,9 @@
-"""Milvus Lite and embedder fixtures for the experience tests.
+"""Milvus and embedder fixtures for the experience tests.
 
-Every test gets its own Lite file in ``tmp_path``, served by a ``MilvusLiteServer`` this test
-process owns, exactly as the deployment runs it. The ONNX embedder loads once per session.
+Every test that uses ``milvus`` runs twice: on its own Lite file in ``tmp_path``, served by a
+``MilvusLiteServer`` this test process owns, exactly as the embedded deployment runs it; then, with
+Postgres, on the session's Milvus server (tests/milvus_server.py), whose collections the tests made
+are emptied after each test. The ONNX embedder loads once per session.
 """
 
 from __future__ import annotations
@@ -32,9 +34,14 @@ def milvus_server(tmp_path: Path) -> Iterator[MilvusLiteServer]:
         yield server
 
 
-@pytest.fixture
-def milvus(milvus_server: MilvusLiteServer) -> Iterator[MilvusClient]:
-    client = open_milvus(str(milvus_server.path))
+@pytest.fixture(params=["lite", pytest.param("server", marks=pytest.mark.milvus_server)])
+def milvus(request: pytest.FixtureRequest) -> Iterator[MilvusClient]:
+    """A client of this test's Lite file, then of the session's Milvus server."""
+    if request.param == "server":
+        yield request.getfixturevalue("milvus_server_client")
+        return
+    served: MilvusLiteServer = request.getfixturevalue("milvus_server")
+    client = open_milvus(str(served.path))
     yield client
     client.close()
 

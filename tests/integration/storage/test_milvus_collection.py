@@ -19,8 +19,14 @@ pytestmark = pytest.mark.milvus
 OWNERS = ["alice", 'd"ave', "back\\slash", "it's", "中文 owner", 'x" or owner != "']
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module", params=["lite", pytest.param("server", marks=pytest.mark.milvus_server)])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A client of a served Lite file, then of the session's Milvus server."""
+    if request.param == "server":
+        c = open_milvus(request.getfixturevalue("milvus_server_uri"), dedicated=True)
+        yield c
+        c.close()
+        return
     path: Path = tmp_path_factory.mktemp("milvus") / "collection.db"
     with MilvusLiteServer(path):
         c = open_milvus(str(path))

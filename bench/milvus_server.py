@@ -1,26 +1,24 @@
-"""A real Milvus server for the storage tests marked ``milvus_server``.
+"""A Milvus standalone server (the ``milvus`` package, 2.3.5) on free ports, for tests and benchmarks.
 
-The ``milvus`` package (2.3.5) ships Milvus standalone, every component in one process with an
-embedded etcd, local storage and rocksmq: no Docker. One server runs for the whole test session,
-on a fresh data directory (so no "collection not loaded" after a restart), and every test talks to
-it over loopback. Its components register themselves on 127.0.0.1 and its etcd listens on two free
+The package ships Milvus standalone, every component in one process with an embedded etcd, local
+storage and rocksmq: no Docker. :func:`milvus_server` starts one on a fresh data directory and
+stops it. Its components register themselves on 127.0.0.1 and its etcd listens on two free
 loopback ports (by default etcd's peer port is always 2380, so a second server on the host could
 not start), but most of its other ports bind every interface whatever the configuration says: run
-it only inside tests. A server that does not come up fails the tests that need it, with its errors
-and the end of its log; it never skips them.
+it only inside tests and benchmarks, never as a deployment's store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from cluster.net import free_port
 
@@ -28,6 +26,10 @@ STARTUP_TIMEOUT_S = 120.0  # the first start of a data directory unpacks 246 MB 
 STOP_GRACE_S = 5.0
 # Components announce this address to each other instead of the host's first network address.
 _COMPONENTS = ("rootCoord", "proxy", "queryCoord", "queryNode", "indexNode", "dataCoord", "dataNode")
+
+
+class MilvusServerFailed(RuntimeError):
+    """The server did not start or did not become healthy; the message ends with its log."""
 
 
 def _log_tail(data_dir: Path, lines: int = 20) -> str:
@@ -95,16 +97,21 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=STOP_GRACE_S)
 
 
-@pytest.fixture(scope="session")
-def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URI of a Milvus standalone server started for this test session, on loopback."""
-    try:
-        from milvus import MilvusServer, MilvusServerConfig  # type: ignore[import-untyped]
-    except ImportError as exc:
-        pytest.fail(f"the milvus package (a Milvus server without Docker) is not installed: {exc}")
-    data_dir = tmp_path_factory.mktemp("milvus-server")
-    etcd_port, etcd_config = _etcd_on_loopback(data_dir)
-    config = MilvusServerConfig(data_dir=str(data_dir), etcd_port=etcd_port)
+@contextlib.contextmanager
+def milvus_server(data_dir: Path | None = None, *, time_tick_ms: int = 50) -> Iterator[str]:
+    """Run a Milvus server on a fresh data directory (a temporary one by default); yields its URI.
+
+    ``time_tick_ms`` is ``proxy.timeTickInterval``: a strong-consistency read waits for the next tick.
+
+    Raises:
+        MilvusServerFailed: it did not start, exited, or was not healthy within ``STARTUP_TIMEOUT_S``.
+    """
+    from milvus import MilvusServer, MilvusServerConfig  # type: ignore[import-untyped]
+
+    owned = data_dir is None
+    data = Path(tempfile.mkdtemp(prefix="milvus-server-")) if data_dir is None else data_dir
+    etcd_port, etcd_config = _etcd_on_loopback(data)
+    config = MilvusServerConfig(data_dir=str(data), etcd_port=etcd_port)
     # The template has no key for etcd's own config file (milvus reads etcd.config.path): add it.
     config.template_text = re.sub(
         r"^etcd:\n", f"etcd:\n  config:\n    path: {etcd_config}\n", config.template_text, count=1, flags=re.M
@@ -115,26 +122,31 @@ def milvus_server_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     config.set("common.session.ttl", 10)
     # A strong-consistency read waits for the next time tick: 50 ms instead of 200 makes a search
     # 50-100 ms instead of 200-400 (measured here), for 5% of a core idle instead of 3%.
-    config.set("proxy.timeTickInterval", 50)
+    config.set("proxy.timeTickInterval", time_tick_ms)
     for component in _COMPONENTS:
         config.set(f"{component}.ip", "127.0.0.1")
     server = MilvusServer(config, wait_for_started=False)
     try:
         try:
             server.start()
-        except Exception as exc:  # any failure to launch fails every test that needs the server
-            pytest.fail(f"the Milvus server did not start: {exc}\n{_log_tail(data_dir)}")
+        except Exception as exc:  # any failure to launch
+            raise MilvusServerFailed(f"the Milvus server did not start: {exc}\n{_log_tail(data)}") from exc
         uri = f"http://127.0.0.1:{server.listen_port}"
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not (_healthy(server.webservice_port) and _answers(uri)):
             if server.server_proc.poll() is not None:
-                pytest.fail(f"the Milvus server exited with {server.server_proc.returncode}\n{_log_tail(data_dir)}")
+                raise MilvusServerFailed(
+                    f"the Milvus server exited with {server.server_proc.returncode}\n{_log_tail(data)}"
+                )
             if time.monotonic() > deadline:
-                pytest.fail(f"the Milvus server was not healthy after {STARTUP_TIMEOUT_S:.0f} s\n{_log_tail(data_dir)}")
+                raise MilvusServerFailed(
+                    f"the Milvus server was not healthy after {STARTUP_TIMEOUT_S:.0f} s\n{_log_tail(data)}"
+                )
             time.sleep(0.25)  # polling a starting process: there is nothing to wait on
         yield uri
     finally:
         if server.server_proc is not None:
             _stop(server.server_proc)
         server.stop()  # closes its log files; the process is already gone
-        shutil.rmtree(data_dir, ignore_errors=True)  # 550 MB of binaries and data
+        if owned:
+            shutil.rmtree(data, ignore_errors=True)  # 550 MB of binaries and data
