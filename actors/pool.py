@@ -197,9 +197,9 @@ def start_pool(
     """
     pool = pool or pool_name(settings)
     workers = [
-        AttributionWorker.options(**_options(env, num_cpus=config.num_cpus)).remote(  # type: ignore[attr-defined]
-            settings, config, f"{pool}/attribution-{index}"
-        )
+        AttributionWorker.options(  # type: ignore[attr-defined]
+            **_options(env, num_cpus=config.num_cpus, resources=dict(config.resources))
+        ).remote(settings, config, f"{pool}/attribution-{index}")
         for index in range(config.workers)
     ]
     for worker in workers:

@@ -51,7 +51,7 @@ __all__ = ["APP_NAME", "PortInUse", "RunningService", "StartFailed", "port_taken
 # address instead of turning 127.0.0.1 into the host's routable one, and a node on the loopback
 # address binds its GCS, raylet and worker gRPC servers and its agents to the loopback only
 # (on every interface otherwise). A local instance serves this host only, so it is always off.
-_LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+LOOPBACK_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool = False) -> None:
@@ -83,7 +83,7 @@ def _loopback_only_ray() -> None:
     """
     from ray._private import ray_constants
 
-    os.environ[_LOOPBACK_ONLY_ENV] = "0"
+    os.environ[LOOPBACK_ONLY_ENV] = "0"
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 

@@ -101,6 +101,8 @@ def build_app(
     so their internal gRPC server listens there only.
     """
     actor_options: dict[str, object] = {"num_cpus": ingress.num_cpus}
+    if ingress.resources:
+        actor_options["resources"] = dict(ingress.resources)
     if env:
         actor_options["runtime_env"] = {"env_vars": env}
     return Ingress.options(  # type: ignore[attr-defined,no-any-return]

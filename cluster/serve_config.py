@@ -51,6 +51,13 @@ class IngressConfig(_Section):
     num_replicas: int = Field(default=1, ge=1)
     max_ongoing_requests: int = Field(default=200, ge=1)
     num_cpus: float = Field(default=0.5, ge=0)
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            'Ray custom resources each replica needs, e.g. {"serve": 1}: places replicas on the nodes that '
+            "declare them (ray start --resources), apart from the attribution workers."
+        ),
+    )
 
 
 def _refuse_moved(data: Any, key: str, setting: str) -> Any:
@@ -71,6 +78,13 @@ class AttributionConfig(_Section):
     poll_interval_s: float = Field(default=0.1, gt=0, le=60)
     history_limit: int = Field(default=200, ge=0, description="Stored trajectories contrasted with each batch.")
     num_cpus: float = Field(default=0.5, ge=0)
+    resources: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            'Ray custom resources each worker needs, e.g. {"attribution": 1}: places workers on the nodes that '
+            "declare them (ray start --resources), apart from the replicas."
+        ),
+    )
     lease_s: float = Field(
         default=30.0,
         ge=1,
