@@ -40,9 +40,19 @@ def compose() -> dict[str, Any]:
     return data
 
 
+def kustomize_stage(stage: str) -> list[dict[str, Any]]:
+    """The objects of one stage of deploy/kubernetes, in its kustomization's order (resources only)."""
+    folder = DEPLOY / "kubernetes" / stage
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    assert set(kustomization) <= {"apiVersion", "kind", "resources", "images"}, "render it with kustomize then"
+    return [
+        doc for name in kustomization["resources"] for doc in yaml.safe_load_all((folder / name).read_text()) if doc
+    ]
+
+
 @pytest.fixture(scope="module")
 def kuberay() -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all((DEPLOY / "kuberay-rayservice.yaml").read_text()) if doc]
+    return kustomize_stage("schema") + kustomize_stage("app")
 
 
 def exported_metric_names() -> set[str]:
@@ -221,7 +231,7 @@ def test_the_kuberay_manifest_runs_the_same_image_commands_and_settings(
     compose: dict[str, Any], kuberay: list[dict[str, Any]]
 ) -> None:
     kinds = {doc["kind"]: doc for doc in kuberay}
-    assert set(kinds) == {"Job", "RayService", "Deployment"}
+    assert set(kinds) == {"Job", "RayService", "Deployment", "NetworkPolicy", "Ingress", "PodMonitor"}
     service = kinds["RayService"]["spec"]
     pods = [service["rayClusterConfig"]["headGroupSpec"]["template"]]
     pods += [group["template"] for group in service["rayClusterConfig"]["workerGroupSpecs"]]
@@ -244,10 +254,131 @@ def test_the_kuberay_manifest_runs_the_same_image_commands_and_settings(
         == compose["services"]["workers"]["command"]
     )
     # The Secret's keys are the settings compose passes.
-    header = (DEPLOY / "kuberay-rayservice.yaml").read_text().split("apiVersion", 1)[0]
+    header = (DEPLOY / "kubernetes" / "schema" / "migrate-job.yaml").read_text().split("apiVersion", 1)[0]
     for key in compose["x-hindsight-env"]:
         if key != "HINDSIGHT_DATA_DIR":
             assert key in header, f"{key} is not documented as a key of the hindsight-env Secret"
     (application,) = yaml.safe_load(service["serveConfigV2"])["applications"]
     assert application["import_path"] == "cluster.serve_app:app_builder"
     AppArgs.model_validate(application["args"])
+
+
+def test_the_schema_job_is_a_stage_of_its_own_applied_before_the_rest() -> None:
+    # kubectl apply -k applies one folder at once and waits for nothing: the order is two stages.
+    assert [doc["kind"] for doc in kustomize_stage("schema")] == ["Job"]
+    assert "Job" not in {doc["kind"] for doc in kustomize_stage("app")}
+    readme = (DEPLOY / "README.md").read_text()
+    schema = readme.index("kubectl apply -k deploy/kubernetes/schema")
+    wait = readme.index("kubectl wait --for=condition=complete job/hindsight-migrate")
+    app = readme.index("kubectl apply -k deploy/kubernetes/app")
+    assert schema < wait < app
+
+
+CRD_SCHEMAS = {
+    ("ray.io/v1", "RayService"): "kuberay-rayservice-v1.json",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "prometheus-operator-podmonitor-v1.json",
+}
+KUBERNETES_VERSION = "1.30.0"  # the oldest Kubernetes the manifests are meant for
+
+
+def strict(schema: Any) -> Any:
+    """A CRD's schema that refuses unknown fields, as ``kubectl apply --validate=strict`` does.
+
+    Kubernetes prunes unknown fields of a custom resource silently; a misspelt field would vanish.
+    """
+    if isinstance(schema, list):
+        return [strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: strict(value) for key, value in schema.items()}
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def validate_kubernetes(doc: dict[str, Any]) -> None:
+    """Check one object against its Kubernetes schema, or its operator's CRD schema (tests/schemas)."""
+    import kubernetes_validate
+
+    crd = CRD_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+    if crd is None:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        return
+    schema = strict(json.loads((ROOT / "tests" / "schemas" / crd).read_text()))
+    # The API server checks metadata, not the CRD's schema (which only says "object").
+    schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
+    jsonschema.Draft7Validator(schema).validate(doc)
+
+
+def test_every_kubernetes_object_follows_its_schema(kuberay: list[dict[str, Any]]) -> None:
+    for doc in kuberay:
+        validate_kubernetes(doc)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"),
+    [
+        ("RayService", ("spec", "serveConfigV3"), "applications: []"),  # a misspelt field
+        ("RayService", ("spec", "rayClusterConfig", "workerGroupSpecs", 0, "replicas"), "two"),
+        ("Deployment", ("spec", "replicas"), "one"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "interval"), 30),
+        ("NetworkPolicy", ("spec", "podSelector"), "all"),
+        ("Ingress", ("spec", "rules", 0, "http", "paths", 0, "backend", "service", "port"), {"numbr": 8000}),
+    ],
+)
+def test_a_broken_object_is_refused(
+    kuberay: list[dict[str, Any]], kind: str, path: tuple[Any, ...], value: Any
+) -> None:
+    import kubernetes_validate
+
+    doc = json.loads(json.dumps(next(d for d in kuberay if d["kind"] == kind)))
+    target = doc
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    with pytest.raises((jsonschema.ValidationError, kubernetes_validate.ValidationError)):
+        validate_kubernetes(doc)
+
+
+def pod_templates(kuberay: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds = {doc["kind"]: doc for doc in kuberay}
+    cluster = kinds["RayService"]["spec"]["rayClusterConfig"]
+    templates = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    return [*templates, kinds["Job"]["spec"]["template"], kinds["Deployment"]["spec"]["template"]]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def test_the_policies_ingress_and_monitor_reach_the_pods_they_name(kuberay: list[dict[str, Any]]) -> None:
+    templates = pod_templates(kuberay)
+    labels = [t["metadata"]["labels"] for t in templates]
+    policies = [doc for doc in kuberay if doc["kind"] == "NetworkPolicy"]
+    # Every pod is under some policy (the default deny), and every policy selects some pod.
+    assert all(any(selects(p["spec"]["podSelector"], pod) for p in policies) for pod in labels)
+    assert all(any(selects(p["spec"]["podSelector"], pod) for pod in labels) for p in policies)
+    ports = {
+        port["name"]: port["containerPort"]
+        for t in templates
+        for c in t["spec"]["containers"]
+        for port in c.get("ports", [])
+    }
+    allowed = {
+        port["port"] for p in policies for rule in p["spec"].get("ingress", []) for port in rule.get("ports", [])
+    }
+    assert {ports["serve"], ports["metrics"]} <= allowed
+    # The Ingress sends /mcp to the Service KubeRay makes for the RayService's serving pods.
+    (ingress,) = [doc for doc in kuberay if doc["kind"] == "Ingress"]
+    (service,) = [doc for doc in kuberay if doc["kind"] == "RayService"]
+    (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
+    assert path["path"] == "/mcp"
+    assert path["backend"]["service"] == {"name": f"{service['metadata']['name']}-serve-svc", "port": {"number": 8000}}
+    # The PodMonitor scrapes a named port on each kind of pod it selects.
+    (monitor,) = [doc for doc in kuberay if doc["kind"] == "PodMonitor"]
+    assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} == {"serve", "metrics"}
+    assert all(selects(monitor["spec"]["selector"], pod) for pod in labels)
