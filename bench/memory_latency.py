@@ -13,12 +13,20 @@ temporal and session stages, access bookkeeping) timed in turn with the same que
 expansion (its cost, measured in the same run), the same with the query cache on (a miss, then a hit: both read the
 owner's generation), and single writes.
 
+``--milvus`` picks the vector store: ``lite`` (the embedded default), ``server`` (a Milvus standalone
+server started for the run, bench/milvus_server.py) or ``both``, which builds the SQL rows once,
+copies the vectors into both (``MemoryService.reindex``) and measures the Milvus-dependent rows on
+each in the same run, beside the same numpy floor. ``--time-tick-ms`` is the server's
+``proxy.timeTickInterval``: the service reads at strong consistency, which waits for the next tick.
+
     .venv/bin/python -m bench.memory_latency [--n 100000] [--queries 300] [--database-url URL]
+        [--milvus lite|server|both] [--time-tick-ms 50]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -34,6 +42,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 from bench.locomo.run import DEFAULT_DATA, load
+from bench.milvus_server import milvus_server
 from cluster.core.types import utcnow
 from cluster.embedding import OnnxMiniLMEmbedder, embedder_identity
 from cluster.memory.index import MilvusMemoryIndex
@@ -103,7 +112,10 @@ def main() -> None:
     parser.add_argument("--index-type", default="FLAT", choices=["FLAT", "IVF_FLAT"])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
+    parser.add_argument("--milvus", default="lite", choices=["lite", "server", "both"], help="the vector store(s)")
+    parser.add_argument("--time-tick-ms", type=int, default=50, help="the Milvus server's proxy.timeTickInterval")
     args = parser.parse_args()
+    targets = ["lite", "server"] if args.milvus == "both" else [args.milvus]
 
     rng = random.Random(args.seed)
     noise = np.random.default_rng(args.seed)
@@ -127,16 +139,30 @@ def main() -> None:
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     embedder = CorpusVectors({t: matrix[i].tolist() for i, t in enumerate(texts)}, model)
 
-    with tempfile.TemporaryDirectory(prefix="memlat-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="memlat-") as tmp, contextlib.ExitStack() as stack:
         url = args.database_url or f"sqlite:///{Path(tmp) / 'memory.db'}"
         upgrade(url)
         database = Database(url)
-        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
-        index = MilvusMemoryIndex(milvus, dimension=model.dimension, collection="latency", index_type=args.index_type)
-        index.reset()
+        clients = {}
+        if "lite" in targets:
+            clients["Milvus Lite"] = open_milvus(str(Path(tmp) / "milvus.db"))
+        if "server" in targets:
+            clients["Milvus server"] = open_milvus(
+                stack.enter_context(milvus_server(time_tick_ms=args.time_tick_ms)), dedicated=True
+            )
+        indexes = {
+            label: MilvusMemoryIndex(c, dimension=model.dimension, collection="latency", index_type=args.index_type)
+            for label, c in clients.items()
+        }
+        for index in indexes.values():
+            index.reset()
         # Word vectors kept in SQL under the model's identity, as a deployment keeps them.
         name = embedder_identity(EmbeddingSettings(quantized=not args.fp32))
-        service = MemoryService(database, embedder, index, cache_bytes=0, embedder_name=name)
+        services = {
+            label: MemoryService(database, embedder, index, cache_bytes=0, embedder_name=name)
+            for label, index in indexes.items()
+        }
+        first_label, service = next(iter(services.items()))
 
         started = time.perf_counter()
         for start in range(0, args.n, 2000):
@@ -146,7 +172,12 @@ def main() -> None:
             ]
             service.apply_writes(OWNER, batch)
         ingest = time.perf_counter() - started
-        print(f"ingested {args.n} memories in {ingest:.1f} s ({args.n / ingest:.0f}/s); index {args.index_type}")
+        print(f"ingested {args.n} memories in {ingest:.1f} s ({args.n / ingest:.0f}/s) with {first_label}")
+        for label, other_service in list(services.items())[1:]:
+            started = time.perf_counter()
+            copied = other_service.reindex(OWNER)
+            print(f"copied {copied} vectors into {label} in {time.perf_counter() - started:.1f} s (reindex from SQL)")
+        print(f"index {args.index_type}")
         embedder.table.clear()  # queries below are embedded by the model, every time
 
         # A process's first query of an owner embeds the owner's distinct words (the expansion's term space).
@@ -158,21 +189,19 @@ def main() -> None:
         assert service.words is not None
         service.words.wait()
         # Another process's first query: the same words, read from SQL instead of embedded.
-        other = MemoryService(database, embedder, index, cache_bytes=0, embedder_name=name)
+        other = MemoryService(database, embedder, indexes[first_label], cache_bytes=0, embedder_name=name)
         started = time.perf_counter()
         other.run_query(OWNER, MemoryQuery(query=queries[0], top_k=10))
         print(f"first query in another process: {(time.perf_counter() - started) * 1000:.0f} ms (word vectors read)")
-        for q in queries[:20]:  # warm-up: load the collection, fill OS caches
-            service.run_query(OWNER, MemoryQuery(query=q, top_k=10))
+        for each in services.values():
+            for q in queries[:20]:  # warm-up: load the collection, fill OS caches
+                each.run_query(OWNER, MemoryQuery(query=q, top_k=10))
 
         def brute(q: str) -> object:
             v = np.asarray(model.embed([q])[0], dtype=np.float32)
             scores = matrix @ v
             top = np.argpartition(-scores, 10)[:10]
             return top[np.argsort(-scores[top])]
-
-        def milvus_stage(q: str) -> object:
-            return index.search(OWNER, model.embed([q])[0], service.ranking.candidates)
 
         def lexical_stage(q: str) -> object:
             vis = Visibility(valid_at=utcnow())
@@ -183,31 +212,41 @@ def main() -> None:
         rows = {
             f"embedding only (MiniLM {arithmetic}, 1 thread)": timed(lambda q: model.embed([q]), queries),
             "brute-force floor: embed + numpy exact cosine": timed(brute, queries),
-            "Milvus stage: embed + search (owner filter)": timed(milvus_stage, queries),
             "lexical stage: FTS query (no embedding)": timed(lexical_stage, queries),
         }
-        # The query expansion's cost: the same queries without it, interleaved with the full query.
-        plain = MemoryService(database, embedder, index, cache_bytes=0, ranking=RankingPolicy(expansion_weight=0))
-        both = timed_pair(
-            lambda q: service.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
-            lambda q: plain.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
-            queries,
-        )
-        rows["MemoryService.run_query (everything, top_k=10)"] = both[0]
-        rows["MemoryService.run_query without query expansion (interleaved with the row above)"] = both[1]
-        cached = MemoryService(database, embedder, index, embedder_name=name)
-        rows["MemoryService.run_query, cache on, miss (generation read + query)"] = timed(
-            lambda q: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
-        )
-        rows["MemoryService.run_query, hot-query cache hit (generation read)"] = timed(
-            lambda q: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
-        )
+        # Each store's label leads its rows when there are two.
+        for label, index in indexes.items():
+            tag = f"{label}: " if len(indexes) > 1 else ""
+            served = services[label]
+            rows[f"{tag}Milvus stage: embed + search (owner filter)"] = timed(
+                lambda q, index=index: index.search(OWNER, model.embed([q])[0], service.ranking.candidates), queries
+            )
+            # The query expansion's cost: the same queries without it, interleaved with the full query.
+            plain = MemoryService(database, embedder, index, cache_bytes=0, ranking=RankingPolicy(expansion_weight=0))
+            both = timed_pair(
+                lambda q, served=served: served.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
+                lambda q, plain=plain: plain.run_query(OWNER, MemoryQuery(query=q, top_k=10)),
+                queries,
+            )
+            rows[f"{tag}MemoryService.run_query (everything, top_k=10)"] = both[0]
+            rows[f"{tag}MemoryService.run_query without query expansion (interleaved with the row above)"] = both[1]
+            cached = MemoryService(database, embedder, index, embedder_name=name)
+            rows[f"{tag}MemoryService.run_query, cache on, miss (generation read + query)"] = timed(
+                lambda q, cached=cached: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
+            )
+            rows[f"{tag}MemoryService.run_query, hot-query cache hit (generation read)"] = timed(
+                lambda q, cached=cached: cached.run_query(OWNER, MemoryQuery(query=q, top_k=10)), queries
+            )
         # One memory per call, as an agent writes: embedding, the write transaction, Milvus, the settle write.
-        writes = [f"{q} (note {i})" for i, q in enumerate(queries)]
-        rows["MemoryService.apply_write (one memory)"] = timed(
-            lambda t: service.apply_write(OWNER, MemoryWrite(key=t[:100], value=t)), writes
-        )
-        milvus.close()
+        # Last, so that no store answers the queries above with rows only the other one holds.
+        for label, served in services.items():
+            tag = f"{label}: " if len(services) > 1 else ""
+            writes = [f"{q} (note {i}, {label})" for i, q in enumerate(queries)]
+            rows[f"{tag}MemoryService.apply_write (one memory)"] = timed(
+                lambda t, served=served: served.apply_write(OWNER, MemoryWrite(key=t[:100], value=t)), writes
+            )
+        for client in clients.values():
+            client.close()
         database.dispose()
 
     print(f"\n{args.n} memories, one owner, {len(queries)} queries ({database.dialect}):")

@@ -1,4 +1,4 @@
-"""Does Milvus Lite search in parallel? Exact (FLAT) searches of one owner's rows, alone and concurrent.
+"""Does Milvus search in parallel? Exact (FLAT) searches of one owner's rows, alone and concurrent.
 
 The memory query's vector stage is one exact search over all of an owner's vectors, and at 100k
 rows it is most of the query's time (docs/benchmarks.md, "Query latency at 100k memories"). Two
@@ -12,12 +12,19 @@ Each row below is timed query by query over the same query vectors:
 If the last rows cost about one half, the engine searches in parallel; if they cost two halves,
 it runs one search at a time, whichever connection, collection or thread asks.
 
-    .venv/bin/python bench/milvus_concurrency.py [--rows 100000] [--queries 150]
+``--milvus server`` runs the same on a Milvus standalone server started for the run
+(bench/milvus_server.py) and adds, for the whole collection, the same search at ``Bounded``
+consistency: the service reads at ``Strong`` (every acknowledged write of every process), which on
+a server waits for the next time tick (``--time-tick-ms``, ``proxy.timeTickInterval``); the
+difference between the two rows is that wait.
+
+    .venv/bin/python bench/milvus_concurrency.py [--rows 100000] [--queries 150] [--milvus lite|server]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -28,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
+from bench.milvus_server import milvus_server
 from cluster.storage.milvus import open_milvus
 
 DIM = 384
@@ -50,7 +58,7 @@ def make(client: MilvusClient, name: str, vectors: np.ndarray) -> None:
     client.load_collection(name)
 
 
-def search(client: MilvusClient, name: str, vector: np.ndarray) -> list[int]:
+def search(client: MilvusClient, name: str, vector: np.ndarray, consistency: str = "Strong") -> list[int]:
     found = client.search(
         name,
         data=[vector.tolist()],
@@ -58,7 +66,7 @@ def search(client: MilvusClient, name: str, vector: np.ndarray) -> list[int]:
         anns_field="vector",
         filter=f'owner == "{OWNER}"',
         search_params={"metric_type": "IP"},
-        consistency_level="Strong",
+        consistency_level=consistency,
     )
     return list(found[0].ids)
 
@@ -72,6 +80,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--milvus", default="lite", choices=["lite", "server"])
+    parser.add_argument("--time-tick-ms", type=int, default=50, help="the server's proxy.timeTickInterval")
     args = parser.parse_args()
 
     rng = np.random.default_rng(7)
@@ -81,10 +91,14 @@ def main() -> None:
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     half = args.rows // 2
 
-    with tempfile.TemporaryDirectory(prefix="milvus-concurrency-") as tmp:
-        path = str(Path(tmp) / "bench.db")
-        client = open_milvus(path)
-        other = open_milvus(path, dedicated=True)  # a second connection to the same engine
+    with tempfile.TemporaryDirectory(prefix="milvus-concurrency-") as tmp, contextlib.ExitStack() as stack:
+        if args.milvus == "server":
+            target = stack.enter_context(milvus_server(time_tick_ms=args.time_tick_ms))
+            client = open_milvus(target, dedicated=True)
+        else:
+            target = str(Path(tmp) / "bench.db")
+            client = open_milvus(target)
+        other = open_milvus(target, dedicated=True)  # a second connection to the same engine
         make(client, "whole", vectors)
         make(client, "first", vectors[:half])
         make(client, "second", vectors[half:])
@@ -104,6 +118,10 @@ def main() -> None:
             f"two searches of {half} rows at once, one connection": both(client),
             f"two searches of {half} rows at once, two connections": both(other),
         }
+        if args.milvus == "server":
+            ways[f"one search, {args.rows} rows, Bounded consistency (no wait for a time tick)"] = lambda q: search(
+                client, "whole", q, "Bounded"
+            )
         # Exactness check: the two halves' best 100, merged, are the whole's best 100.
         q = queries[0]
         merged = search(client, "first", q) + [half + i for i in search(client, "second", q)]
@@ -124,7 +142,8 @@ def main() -> None:
         other.close()
         client.close()
 
-    print(f"\nMilvus Lite FLAT, {args.rows} rows of one owner, {args.queries} queries, top 100:")
+    engine = "Milvus Lite" if args.milvus == "lite" else f"Milvus server (time tick {args.time_tick_ms} ms)"
+    print(f"\n{engine} FLAT, {args.rows} rows of one owner, {args.queries} queries, top 100:")
     print("| search | p50 ms | p95 ms |")
     print("|---|---|---|")
     for name, times in samples.items():

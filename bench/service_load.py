@@ -14,14 +14,20 @@ Baselines in the same run: `GET /health` at the same concurrency (the transport 
 same deployment behind Serve's Python proxy (``ingress: proxy``). ``--direct`` adds the app in a
 single uvicorn process (no Ray Serve, analysis off) and ``--in-process`` the official client
 connected in process (no HTTP: the floor of the SDK + store path).
+``--milvus server`` serves the same deployment with its vectors on a Milvus standalone server started
+for the run (bench/milvus_server.py; ``--time-tick-ms`` is its ``proxy.timeTickInterval``, which a
+strong-consistency read waits for) instead of the embedded Milvus Lite; ``both`` measures Lite, then
+the server, in the same run.
 
     .venv/bin/python bench/service_load.py [--agents 8 32 128] [--calls 100] [--direct] [--in-process]
+        [--milvus lite|server|both] [--time-tick-ms 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -44,6 +50,7 @@ from mcp import Client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from ray import serve
 
+from bench.milvus_server import milvus_server
 from cluster.client import http_client
 from cluster.net import free_port
 from cluster.runner import RunningService, start_service
@@ -416,6 +423,8 @@ def main() -> None:
     parser.add_argument("--direct", action="store_true", help="also measure the app on plain uvicorn")
     parser.add_argument("--in-process", action="store_true", help="also measure the MCP client in process")
     parser.add_argument("--fp32", action="store_true", help="run the embedding model in fp32, not int8")
+    parser.add_argument("--milvus", default="lite", choices=["lite", "server", "both"], help="the vector store(s)")
+    parser.add_argument("--time-tick-ms", type=int, default=50, help="the Milvus server's proxy.timeTickInterval")
     args = parser.parse_args()
     if args.fp32:
         # Every Settings reads it, the --direct server's subprocess included.
@@ -423,14 +432,26 @@ def main() -> None:
     config = load_serve_config(args.config)
     config = config.model_copy(update={"http": config.http.model_copy(update={"port": free_port()})})
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        milvus_uri = None
+        if args.milvus != "lite":
+            milvus_uri = stack.enter_context(milvus_server(time_tick_ms=args.time_tick_ms))
 
-        def settings(name: str) -> Settings:
-            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"})
+        def settings(name: str, uri: str | None = None) -> Settings:
+            return Settings(data_dir=Path(tmp) / name, auth_tokens={TOKEN: "bench"}, milvus_uri=uri)
 
         label = f"serve/{config.http.ingress} x{config.ingress.num_replicas}"
+        server_label = f"{label}, Milvus server (tick {args.time_tick_ms} ms)"
         try:
-            rows += on_serve(settings("serve"), config, label, lambda t: bench(t, args.agents, args.calls))
+            if args.milvus != "server":
+                rows += on_serve(settings("serve"), config, label, lambda t: bench(t, args.agents, args.calls))
+            if milvus_uri is not None:
+                rows += on_serve(
+                    settings("serve-milvus-server", milvus_uri),
+                    config,
+                    server_label,
+                    lambda t: bench(t, args.agents, args.calls),
+                )
             if args.sdk_client:
                 rows += on_serve(
                     settings("serve-sdk"),
