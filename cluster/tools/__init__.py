@@ -22,6 +22,10 @@ finalize_trajectory with the outcome and the experience ids you were served; hin
 in the background."""
 
 
+TOOL_FUNCTIONS = (*trajectories.TOOLS, *experience.TOOLS, *memory.TOOLS)
+"""Every tool, in the order the server lists them."""
+
+
 def build_server(services: Services, owners: OwnerResolver) -> MCPServer[Toolbox]:
     """An MCP server exposing ``services``; ``owners`` turns each request's credential into an owner.
 
@@ -29,7 +33,5 @@ def build_server(services: Services, owners: OwnerResolver) -> MCPServer[Toolbox
     """
     box = Toolbox(services, owners)
     values = published(services.settings)
-    tools = [
-        published_tool(fn, services.metrics, values) for fn in (*trajectories.TOOLS, *experience.TOOLS, *memory.TOOLS)
-    ]
+    tools = [published_tool(fn, services.metrics, values) for fn in TOOL_FUNCTIONS]
     return MCPServer(name="hindsight", instructions=INSTRUCTIONS, tools=tools, lifespan=box.lifespan)

@@ -12,6 +12,7 @@ from actors.engine.model.templates import render_prompt_block
 from cluster.core.types import Name
 from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
+from cluster.tools.ids import TrajectoryName, trajectory_uuid
 
 NOTHING_SERVED = "No experience matches this situation yet."
 
@@ -25,21 +26,20 @@ def nothing_served(result: ExperienceQueryResult) -> str:
 
 async def query_experience(
     ctx: ToolContext,
-    context: Annotated[
-        str, Field(description="Your situation in words: task, goal, what you see. May be empty with a snapshot.")
-    ] = "",
+    context: Annotated[str, Field(description="Your situation in words; may be empty with a snapshot.")] = "",
     context_snapshot: Annotated[
-        dict[str, JsonValue] | None, Field(description="What you see now, as a JSON object (as you record it).")
+        dict[str, JsonValue] | None, Field(description="What you see now, as you record it.")
     ] = None,
     available_actions: Annotated[list[str] | None, Field(description="The actions you can take now.")] = None,
-    decision: Annotated[str | None, Field(description="Optional name of this decision or step.")] = None,
+    decision: Annotated[str | None, Field(description="Name of this decision or step.")] = None,
     role: Annotated[Name, Field(description="Your role; only its experiences are served.")] = "agent",
-    task_type: Annotated[Name | None, Field(description="Restrict to this task type.")] = None,
+    task_type: Annotated[Name | None, Field(description="Only this task type; default all.")] = None,
     top_k: Annotated[
-        StrictInt | None, Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}.")
+        StrictInt | None,
+        Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}, at most {max_experiences}."),
     ] = None,
     min_confidence: Annotated[
-        StrictFloat | None, Field(ge=0, le=1, description="Default {confidence_threshold}.")
+        StrictFloat | None, Field(ge=0, le=1, description="Lowest confidence served; default {confidence_threshold}.")
     ] = None,
     include_other_roles: Annotated[StrictBool, Field(description="Also serve other roles' experiences.")] = False,
     include_inapplicable: Annotated[
@@ -50,13 +50,11 @@ async def query_experience(
     ] = False,
 ) -> Annotated[CallToolResult, ExperienceQueryResult]:
     """Experiences learned from earlier tasks for the decision you face, best first. Send your situation
-    (context_snapshot and available_actions) for experiences checked against it; text alone also works.
-    The text answer is a prompt block to put in your system prompt before the tool descriptions; the
-    structured answer lists each experience's id, condition, recommended action, action to avoid (with
-    avoid_reason: fails, or costlier = your fallback if the recommended call fails), retry (true: retry
-    the recommended call once if it fails) and confidence. Defaults: top_k {experience_top_k} (at most
-    {max_experiences}), min_confidence {confidence_threshold}; when none passes it, the answer names up to
-    {max_below_threshold} nearest below it (below_threshold). Pass the ids you used to finalize_trajectory."""
+    (context_snapshot, available_actions) or words. The text answer is a prompt block for your context;
+    the structured one gives each experience's id, condition, recommended action, action to avoid
+    (avoid_reason fails, or costlier: your fallback), retry and confidence; when none passes
+    min_confidence, below_threshold names up to {max_below_threshold} just under it. Pass the ids you
+    used to finalize_trajectory."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -92,18 +90,23 @@ async def query_experience(
 
 
 async def report_experience_outcome(
-    template_ids: Annotated[list[uuid.UUID], Field(min_length=1, max_length=MAX_TOP_K)],
+    template_ids: Annotated[
+        list[uuid.UUID],
+        Field(min_length=1, max_length=MAX_TOP_K, description="Ids of the experiences you applied, as served."),
+    ],
     succeeded: Annotated[StrictBool, Field(description="Did the task succeed after applying them?")],
     ctx: ToolContext,
     trajectory_id: Annotated[
-        uuid.UUID | None, Field(description="The task's trajectory: a repeated report then counts once.")
+        TrajectoryName | None,
+        Field(description="The task's trajectory, if recorded: a repeated report then counts once."),
     ] = None,
 ) -> OutcomeReport:
-    """Tell hindsight whether experiences you were served helped: confidence rises on success and
-    falls on failure. finalize_trajectory with served_template_ids does this for you."""
+    """Tell hindsight whether served experiences helped (confidence rises or falls).
+    finalize_trajectory with served_template_ids does this for you."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
-    return await box.call(box.services.experience.report_outcome, owner, template_ids, succeeded, trajectory_id)
+    stored_id = None if trajectory_id is None else trajectory_uuid(owner, trajectory_id)
+    return await box.call(box.services.experience.report_outcome, owner, template_ids, succeeded, stored_id)
 
 
 TOOLS = (query_experience, report_experience_outcome)

@@ -5,7 +5,7 @@ import time
 from typing import Annotated
 
 from mcp_types import CallToolResult
-from pydantic import Field, JsonValue, StrictBool, StrictInt
+from pydantic import Field, JsonValue, StrictBool, StrictInt, WithJsonSchema
 
 from cluster.core.types import DateTime, canonical_json
 from cluster.memory.models import (
@@ -69,16 +69,15 @@ async def memory_write(
     metadata: Annotated[
         dict[str, JsonValue] | None,
         Field(
-            description="Free-form. A session_id ties a conversation's memories together (each is then also "
-            "found by the words of those said beside it); a date (or a Unix time) gives the day it speaks of; "
-            "a speaker names who said it."
+            description="Free-form. session_id groups a conversation, date (or Unix time) is the day it "
+            "speaks of, speaker who said it."
         ),
     ] = None,
-    entity: Annotated[str | None, Field(description="What it is about: a person, project, tool.")] = None,
+    entity: Annotated[str | None, Field(description="What it is about (person, project, tool).")] = None,
     source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
 ) -> MemoryWriteResult:
-    """Remember something across sessions. Writing an existing key makes a new version and hides
-    the old one from queries; sending the same write again changes nothing (retries are safe)."""
+    """Remember something across sessions. Writing an existing key makes a new version and hides the
+    old one; the same write again changes nothing."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -100,17 +99,21 @@ async def memory_write(
 async def memory_query(
     query: Annotated[str, Field(description="What you want to recall, in words.")],
     ctx: ToolContext,
-    entity: Annotated[str | None, Field(description="Only memories about this entity.")] = None,
-    scope: Annotated[MemoryScope | None, Field(description="Only this scope; default all.")] = None,
+    entity: Annotated[str | None, Field(description="Only memories about this entity; default all.")] = None,
+    scope: Annotated[
+        MemoryScope | None,
+        Field(description="Only this scope, as memory_write's scope; default all."),
+        # Its schema is published once, with memory_write: every tool list carries it.
+        WithJsonSchema({"type": "object"}),
+    ] = None,
     top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
-    include_history: Annotated[StrictBool, Field(description="Also superseded versions.")] = False,
-    as_of: Annotated[DateTime | None, Field(description="As the memory stood at this time.")] = None,
+    include_history: Annotated[StrictBool, Field(description="Also superseded versions, marked as such.")] = False,
+    as_of: Annotated[DateTime | None, Field(description="As memory stood at this time; default now.")] = None,
     detail: Annotated[StrictBool, Field(description="Also return whole memories and why each matched.")] = False,
 ) -> Annotated[CallToolResult, MemoryQueryResult]:
-    """Recall long-term memories: filtered by entity and validity, ranked by meaning and words.
-    The answer is one line per memory: key, value, its day, the start of its id (what
-    memory_update and memory_forget take) and version. With detail, the structured answer adds
-    each memory whole (scope, metadata, lifetime) and why it matched."""
+    """Recall long-term memories, ranked by meaning and words. One line per memory: key, value, day, the
+    start of its id (for memory_update and memory_forget) and version. With detail, the structured
+    answer adds each memory whole and why it matched."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -128,7 +131,7 @@ async def memory_query(
 
 async def memory_update(
     memory_id: MemoryRef,
-    value: str | dict[str, JsonValue],
+    value: Annotated[str | dict[str, JsonValue], Field(description="The new value: text or a JSON object.")],
     ctx: ToolContext,
     metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
 ) -> MemoryWriteResult:
@@ -165,13 +168,11 @@ async def memory_observe(
     speaker: Annotated[str, Field(description="Who said it.")] = "user",
     at: Annotated[DateTime | None, Field(description="When it was said; default now.")] = None,
 ) -> Annotated[CallToolResult, ObserveResult]:
-    """Log one turn of a conversation; hindsight decides by rule what to remember. A turn asking to be
-    remembered ('remember ...', 'from now on ...') is stored at once as a user memory. A state change
-    ('I moved to ...', 'we switched the database to ...', 'X is now Y') is stored at once as session
-    state, replacing the earlier state of the same thing, and expires with memory_end_session. Any
-    other turn stays raw; once a later turn refers back to it (another session, or at least
-    {promotion_min_gap} later) the next maintenance pass makes it a user memory. Text at most
-    {max_turn_bytes} bytes. Sending the same turn again logs it once."""
+    """Log one turn of a conversation; hindsight decides by rule what to remember. 'remember ...' or
+    'from now on ...' is stored at once as a user memory; a state change ('I moved to ...', 'X is now
+    Y') as session state replacing the earlier one, until memory_end_session. Other turns stay raw until
+    a later turn refers back to them (another session, or {promotion_min_gap} later). Text at most
+    {max_turn_bytes} bytes; a repeated turn is logged once."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -185,8 +186,8 @@ async def memory_observe(
 async def memory_end_session(
     session_id: Annotated[str, Field(description="The session to close.")], ctx: ToolContext
 ) -> Annotated[CallToolResult, SessionEndResult]:
-    """Close a session: memories that live as long as it (its state changes, ttl 'session') expire
-    and are no longer returned. Ending it again changes nothing."""
+    """Close a session: the memories that live as long as it (its state changes, ttl 'session')
+    expire. Ending it again changes nothing."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():

@@ -9,7 +9,9 @@ the SDK's ``Tool`` of it for :func:`cluster.tools.build_server`:
   at that value;
 - the arguments are the SDK's own model of the signature, made to refuse arguments it does not
   declare (:func:`known_arguments_only`);
-- every call is counted and timed under the tool's name (``Metrics.timed``).
+- every call is counted and timed under the tool's name (``Metrics.timed``);
+- what is published is lean (:func:`lean_schema`, no output schema): every tool list is read by a
+  model on every turn.
 
 Every tool takes only the arguments it declares: the SDK's argument models drop unknown ones
 without a word, so a client sending ``owner`` or a misspelt ``topk`` would never learn that its call
@@ -19,6 +21,7 @@ did not do what it meant. The strict model refuses them, and the published schem
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,6 +29,7 @@ from typing import Annotated, Any, Self, cast
 
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic.config import ExtraValues
 from pydantic_core import PydanticCustomError
@@ -34,6 +38,7 @@ from cluster.experience.models import MAX_CANDIDATES
 from cluster.experience.models import MAX_TOP_K as MAX_EXPERIENCES
 from cluster.metrics import Metrics
 from cluster.settings import Settings
+from cluster.tools.common import answer
 from cluster.tools.errors import explained, unknown_keys
 
 ToolFunction = Callable[..., Awaitable[Any]]
@@ -75,9 +80,30 @@ def published_tool(fn: ToolFunction, metrics: Metrics, values: Mapping[str, obje
     if not fn.__doc__:
         raise ValueError(f"tool {fn.__name__} has no docstring: it is what the model reads")
     description = " ".join(fn.__doc__.split()).format_map(values)
-    tool = Tool.from_function(metrics.timed(fn.__name__)(fn), description=description)
+    # No output schema: it is most of what a tool list weighs (bench/tool_list_size.py) and no
+    # client needs it to read an answer; the structured content is sent all the same.
+    tool = Tool.from_function(
+        structured_answers(metrics.timed(fn.__name__)(fn)), description=description, structured_output=False
+    )
     known_arguments_only(tool, values)
     return tool
+
+
+def structured_answers(fn: ToolFunction) -> ToolFunction:
+    """``fn``, its model answers sent as compact JSON text plus the same as structured content.
+
+    What the SDK sends for a returned model when the tool publishes an output schema, without
+    the schema (the SDK sends a tool without one only the text).
+    """
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        result = await fn(*args, **kwargs)
+        if isinstance(result, BaseModel) and not isinstance(result, CallToolResult):
+            return answer(result, result.model_dump_json())
+        return result
+
+    return call
 
 
 class _KnownArgumentsOnly(BaseModel):
@@ -147,7 +173,68 @@ def known_arguments_only(tool: Tool, values: Mapping[str, object]) -> None:
             filled[name] = Annotated[field.annotation, field, Field(**changes)]
     strict = cast(type[ArgModelBase], create_model(base.__name__, __base__=(base, _KnownArgumentsOnly), **filled))
     tool.fn_metadata.arg_model = strict
-    tool.parameters = strict.model_json_schema(by_alias=True)
+    tool.parameters = lean_schema(strict.model_json_schema(by_alias=True))
+
+
+_FAR = 10**9
+
+
+def lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without what a model does not need to call the tool.
+
+    Left out: titles (the property's name says it), the docstrings of nested models (written for
+    this code's readers; their fields carry their own descriptions), ``null`` as an alternative and
+    as a default of an optional argument (not being required says it), a minimum length of 1,
+    nested models' refusal of other keys, the UUID format and bounds no one reaches; ``$defs`` of
+    enums and of any-JSON values are put inline. What the arguments accept is checked by the
+    argument model, never by this schema, so a call refused before is refused still.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+    inline = {f"#/$defs/{name}": body for name, body in defs.items() if body == {} or "enum" in body}
+
+    def lean(node: Any, *, in_defs: bool = False) -> Any:
+        if isinstance(node, list):
+            return [lean(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if ref in inline:
+            node = {
+                **{k: v for k, v in inline[ref].items() if k != "title"},
+                **{k: v for k, v in node.items() if k != "$ref"},
+            }
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                out[key] = {
+                    name: lean(body, in_defs=key == "$defs")
+                    for name, body in value.items()
+                    if not (key == "$defs" and f"#/$defs/{name}" in inline)
+                }
+            elif key == "title" or (key == "description" and in_defs):
+                continue
+            elif (key == "minLength" and value == 1) or (key == "additionalProperties" and value is False and in_defs):
+                continue  # not sending empty text, nor keys a model is not told of, goes without saying
+            elif (key == "format" and value == "uuid") or (key == "maximum" and value > _FAR):
+                continue  # the description says UUID; no one reaches a bound this far
+            elif key == "anyOf" and {"type": "null"} in value:
+                rest = [option for option in value if option != {"type": "null"}]
+                if len(rest) == 1:
+                    out.update(lean(rest[0]))
+                else:
+                    out[key] = lean(rest)
+            elif key == "additionalProperties" and lean(value) == {}:
+                continue  # any JSON value: what an object allows anyway
+            else:
+                out[key] = lean(value)
+        if out.get("default", 0) is None:
+            del out["default"]
+        return out
+
+    result: dict[str, Any] = lean(schema)
+    if not result.get("$defs"):
+        result.pop("$defs", None)
+    return result
 
 
 def duration(span: timedelta) -> str:

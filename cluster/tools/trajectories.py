@@ -1,12 +1,14 @@
 """Trajectory tools: record decision points, finalize a task."""
 
 # Annotations stay eager here: the SDK reads them.
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Annotated
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field, WithJsonSchema
 
 from actors.engine.model.trajectories import (
     FinalizeResult,
@@ -17,97 +19,112 @@ from actors.engine.model.trajectories import (
     TrajectoryHeader,
 )
 from cluster.tools.common import ToolContext, tool_errors, toolbox
+from cluster.tools.ids import TrajectoryName, trajectory_uuid
 from cluster.tools.registry import AtMost
 from cluster.trajectories.capture import RecordCall
 
+_TASK = "The task in words; with the first call."
+_AGENT = "Who you are; with the first call."
+_ROLE = "planner, executor, ...; with the first call."
+_TASK_TYPE = "A short label, e.g. 'import'; with the first call."
+_RUN = "The multi-agent run this is one role of (a later role's failure also teaches it); with the first call."
+_SAME = "As for record_trajectory_node."
+
 
 async def record_trajectory_node(
-    trajectory_id: Annotated[uuid.UUID, Field(description="Your id for this task's trajectory (a UUID).")],
-    node: NodeIn,
+    trajectory_id: TrajectoryName,
+    node: Annotated[NodeIn, Field(description="The decision point.")],
     ctx: ToolContext,
-    task: Annotated[str | None, Field(description="The task in words; required with the first node.")] = None,
-    agent_id: Annotated[str | None, Field(description="Who you are; required with the first node.")] = None,
-    role: Annotated[str, Field(description="planner, executor, verifier, ...")] = "agent",
-    task_type: Annotated[str | None, Field(description="A short label such as 'import' or 'form'.")] = None,
-    run_id: Annotated[
-        str | None,
-        Field(
-            description="Id of the multi-agent run (planner, executor, verifier, ...) this trajectory is "
-            "one role of; with the first node. A later role's failure then also teaches the earlier roles."
-        ),
-    ] = None,
-) -> RecordResult:
+    task: Annotated[str | None, Field(description=_TASK)] = None,
+    agent_id: Annotated[str | None, Field(description=_AGENT)] = None,
+    role: Annotated[str, Field(description=_ROLE)] = "agent",
+    task_type: Annotated[str | None, Field(description=_TASK_TYPE)] = None,
+    run_id: Annotated[str | None, Field(description=_RUN)] = None,
+) -> Annotated[CallToolResult, RecordResult]:
     """Record one decision point: what you saw, the actions you could take, the one you chose and what
-    happened (execution_result: status success/failure/partial plus any keys of your own; cost fields
-    steps, latency_ms, tokens are used to prefer cheaper actions). Send the parent's node_id as parent_id
-    (none for the first node). Re-sending the same node is harmless. The first call for a trajectory must
-    include task and agent_id (and run_id if it is one role of a multi-agent run). At most
-    {max_trajectory_nodes} nodes per trajectory; a node's context_snapshot at most {max_context_bytes}
-    bytes of JSON."""
+    happened (execution_result: status plus any keys of your own; steps, latency_ms, tokens make cheaper
+    actions preferred). The first call opens the trajectory and must send task and agent_id (and run_id
+    in a multi-agent run). Re-sending a node is harmless. At most {max_trajectory_nodes} nodes per
+    trajectory; a context_snapshot at most {max_context_bytes} bytes."""
     return await _record(ctx, trajectory_id, [node], task, agent_id, role, task_type, run_id)
 
 
 async def record_trajectory_nodes(
-    trajectory_id: uuid.UUID,
-    nodes: Annotated[list[NodeIn], Field(min_length=1), AtMost("max_trajectory_nodes")],
+    trajectory_id: Annotated[TrajectoryName, Field(description=_SAME)],
+    nodes: Annotated[
+        list[NodeIn],
+        Field(min_length=1, description="Nodes, each as record_trajectory_node's node; parents before children."),
+        AtMost("max_trajectory_nodes"),
+        # The node's schema is published once, with record_trajectory_node: every tool list carries it.
+        WithJsonSchema({"type": "array", "items": {"type": "object"}}),
+    ],
     ctx: ToolContext,
-    task: str | None = None,
-    agent_id: str | None = None,
-    role: str = "agent",
-    task_type: str | None = None,
-    run_id: str | None = None,
-) -> RecordResult:
-    """Record several nodes at once (parents before children); all are stored or none. At most
-    {max_trajectory_nodes} nodes per trajectory; a node's context_snapshot at most {max_context_bytes}
-    bytes of JSON."""
+    task: Annotated[str | None, Field(description=_SAME)] = None,
+    agent_id: Annotated[str | None, Field(description=_SAME)] = None,
+    role: Annotated[str, Field(description=_SAME)] = "agent",
+    task_type: Annotated[str | None, Field(description=_SAME)] = None,
+    run_id: Annotated[str | None, Field(description=_SAME)] = None,
+) -> Annotated[CallToolResult, RecordResult]:
+    """record_trajectory_node for several nodes at once: all are stored or none."""
     return await _record(ctx, trajectory_id, nodes, task, agent_id, role, task_type, run_id)
 
 
 async def finalize_trajectory(
-    trajectory_id: uuid.UUID,
+    trajectory_id: TrajectoryName,
     outcome: Annotated[ResultStatus, Field(description="How the whole task ended.")],
     ctx: ToolContext,
-    summary: Annotated[str | None, Field(max_length=2000)] = None,
+    summary: Annotated[str | None, Field(max_length=2000, description="One line on how it ended.")] = None,
     served_template_ids: Annotated[
-        list[uuid.UUID], Field(description="id of every experience you were served for this task.")
+        list[uuid.UUID], Field(description="The id of every experience you were served for this task.")
     ] = [],  # noqa: B006  (the SDK reads defaults from the signature; never mutated)
-) -> FinalizeResult:
-    """Close the trajectory with its outcome. Returns at once; hindsight analyses it in the
-    background and reports the outcome to the experiences you were served."""
+) -> Annotated[CallToolResult, FinalizeResult]:
+    """Close a trajectory with its outcome; hindsight learns from it in the background and reports the
+    outcome to the experiences you were served. Sending it again changes nothing."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
         result = Outcome(status=outcome, summary=summary, served_template_ids=served_template_ids)
-    trajectory = await box.capture(box.services.capture.finalize, owner, trajectory_id, result)
-    return FinalizeResult(
-        trajectory_id=trajectory_id, status=trajectory.status, outcome=outcome, queued_for_analysis=True
+    stored_id = trajectory_uuid(owner, trajectory_id)
+    trajectory = await box.capture(box.services.capture.finalize, owner, stored_id, result)
+    finalized = FinalizeResult(
+        trajectory_id=stored_id, status=trajectory.status, outcome=outcome, queued_for_analysis=True
     )
+    return _named(finalized, trajectory_id)
 
 
 TOOLS = (record_trajectory_node, record_trajectory_nodes, finalize_trajectory)
 """This module's tools, in the order the server lists them."""
 
 
+def _named(result: RecordResult | FinalizeResult, name: str) -> CallToolResult:
+    """``result`` as the caller reads it: its trajectory under the name the caller gave it."""
+    body = {**result.model_dump(mode="json"), "trajectory_id": name}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(body, separators=(",", ":")))], structured_content=body
+    )
+
+
 async def _record(
     ctx: ToolContext,
-    trajectory_id: uuid.UUID,
+    trajectory_id: str,
     nodes: Sequence[NodeIn],
     task: str | None,
     agent_id: str | None,
     role: str,
     task_type: str | None,
     run_id: str | None,
-) -> RecordResult:
+) -> CallToolResult:
     """Both record tools: the first call of a trajectory opens it (``task`` and ``agent_id``)."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
+    stored_id = trajectory_uuid(owner, trajectory_id)
     header = None
     if task is not None or agent_id is not None:
         if task is None or agent_id is None:
             raise ToolError("InvalidInput: send both task and agent_id to start a trajectory")
         with tool_errors():
             header = TrajectoryHeader(
-                trajectory_id=trajectory_id,
+                trajectory_id=stored_id,
                 agent_id=agent_id,
                 role=role,
                 task=task,
@@ -115,6 +132,6 @@ async def _record(
                 run_id=run_id,
             )
     with tool_errors():
-        result = await box.records.submit(RecordCall(owner, trajectory_id, nodes, header))
+        result = await box.records.submit(RecordCall(owner, stored_id, nodes, header))
     box.services.metrics.nodes_written.inc(len(nodes))
-    return result
+    return _named(result, trajectory_id)

@@ -53,11 +53,10 @@ class ExecutionResult(Frozen):
     # says they are welcome, so MCP clients that check arguments against it do not drop them.
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={"additionalProperties": True})
 
-    status: ResultStatus = Field(description="success, failure or partial.")
+    status: ResultStatus = Field(description="How the action went.")
     summary: Text | None = Field(default=None, max_length=2000, description="One-line outcome, e.g. an error.")
     data: JsonObject = Field(
-        default_factory=dict,
-        description="Any further structured result; unknown top-level keys (message, error, steps, ...) land here.",
+        default_factory=dict, description="Any further result; other keys (error, steps, ...) land here."
     )
 
     @model_validator(mode="before")
@@ -87,19 +86,21 @@ _RESULT_FIELDS = frozenset({"status", "summary", "data"})
 class NodeIn(Frozen):
     """One decision point or execution step as an agent reports it."""
 
-    node_id: uuid.UUID = Field(default_factory=uuid.uuid4, description="Client-made id; made here if absent.")
-    parent_id: uuid.UUID | None = Field(default=None, description="The node this one follows; empty for the root.")
+    node_id: uuid.UUID = Field(
+        default_factory=uuid.uuid4, description="A UUID you choose, to name it as a parent; default a new one."
+    )
+    parent_id: uuid.UUID | None = Field(default=None, description="The node_id this one follows; none for the first.")
     timestamp: StrictInt = Field(
-        default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS, description="Milliseconds since the epoch (UTC)."
+        default_factory=now_ms, ge=0, le=MAX_TIMESTAMP_MS, description="Epoch milliseconds (UTC); default now."
     )
     context_snapshot: JsonObject = Field(
-        default_factory=dict, description="What the agent saw: goal, last result summary, tools in view."
+        default_factory=dict, description="What you saw: goal, last result, tools in view."
     )
-    available_actions: list[Name] = Field(min_length=1, max_length=200, description="Actions it could take.")
-    chosen_action: Name = Field(description="The action it took; one of available_actions.")
-    action_params: JsonObject = Field(default_factory=dict, description="Parameters of the chosen action.")
-    execution_result: ExecutionResult
-    llm_reasoning: Text | None = Field(default=None, max_length=20_000)
+    available_actions: list[Name] = Field(min_length=1, max_length=200, description="The actions you could take.")
+    chosen_action: Name = Field(description="The one you took.")
+    action_params: JsonObject = Field(default_factory=dict, description="Its parameters; default none.")
+    execution_result: ExecutionResult = Field(description="What happened.")
+    llm_reasoning: Text | None = Field(default=None, max_length=20_000, description="Why you chose it.")
 
     @model_validator(mode="after")
     def _chosen_is_available(self) -> Self:
