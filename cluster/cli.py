@@ -24,16 +24,64 @@ if TYPE_CHECKING:
     from cluster.services import Services
     from cluster.settings import Settings
 
-app = typer.Typer(help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True)
+# Plain help (click's): the rich one shows "<bool>" beside every flag.
+app = typer.Typer(
+    help="hindsight: agent memory that learns from hindsight.", no_args_is_help=True, rich_markup_mode=None
+)
+
+_verbose = False
+"""-v was given: a failure shows its traceback, not one line."""
 
 
 @app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at DEBUG level.")] = False) -> None:
+def main(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log at DEBUG level; tracebacks on failure.")
+    ] = False,
+) -> None:
+    global _verbose
+    _verbose = verbose
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # Migration chatter is noise at the console; errors still show.
     logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def cli() -> None:
+    """The ``hindsight`` command: a failure is one line naming what to fix and exit code 1 (-v: the traceback)."""
+    try:
+        app()
+    except Exception as exc:
+        if _verbose:
+            raise
+        typer.echo(f"error: {failure_line(exc)}", err=True)
+        raise SystemExit(1) from None
+
+
+def failure_line(exc: BaseException) -> str:
+    """What went wrong in one line, naming the setting or file to fix."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import ArgumentError, DBAPIError
+
+    from cluster.core.errors import HindsightError
+
+    if isinstance(exc, FileNotFoundError):
+        return f"no such file: {exc.filename} (check the path given to --config or the command)"
+    if isinstance(exc, ArgumentError):
+        return f"the database URL cannot be read ({exc}); fix HINDSIGHT_DATABASE_URL (database_url)"
+    if isinstance(exc, DBAPIError):
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+        return f"cannot use the database: {reason}; check HINDSIGHT_DATABASE_URL (database_url)"
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or exc.title
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"{exc.title}: {where}: {first['msg']}{more}"
+    if isinstance(exc, HindsightError):
+        return str(exc)
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''} (run with -v for the traceback)"
 
 
 def _until_signalled() -> None:
@@ -292,7 +340,7 @@ def evaluate(
     if not reports:
         typer.echo("no finalized trajectories to evaluate")
         raise typer.Exit(1)
-    Console(width=160).print(evaluation_table(reports, groups=groups))
+    Console().print(evaluation_table(reports, groups=groups))
     if json_path is not None:
         write_json(reports, json_path)
         typer.echo(f"wrote {json_path}")
@@ -348,7 +396,9 @@ def _services(settings: Settings) -> Iterator[Services]:
 # --- hindsight library ------------------------------------------------------------------------
 
 library = typer.Typer(
-    help="Versions of an owner's experience library: list, diff, promote, rollback, import.", no_args_is_help=True
+    help="Versions of an owner's experience library: list, diff, promote, rollback, import, export.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(library, name="library")
 
@@ -387,11 +437,18 @@ def library_list(owner: LibraryOwner = None, as_json: AsJson = False) -> None:
         return
     if not found:
         typer.echo("no library versions")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, caption="* active, - the one rollback returns to")
+    for column in ("", "version", "created", "source", "templates", "note"):
+        table.add_column(column, justify="right" if column == "templates" else "left")
     for v in found:
-        mark = "*" if v.active else "-" if v.previous else " "
-        note = f"  {v.note}" if v.note else ""
+        mark = "*" if v.active else "-" if v.previous else ""
         created = v.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        typer.echo(f"{mark} v{v.version:<4} {created}  {v.source.value:<9} {v.templates:>6} templates{note}")
+        table.add_row(mark, f"v{v.version}", created, v.source.value, str(v.templates), v.note or "")
+    Console().print(table)
 
 
 @library.command("diff")
@@ -407,12 +464,20 @@ def library_diff(
     if as_json:
         typer.echo(diff.model_dump_json(indent=2))
         return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("", "role", "confidence", "rule"):
+        table.add_column(column, justify="right" if column == "confidence" else "left", overflow="fold")
     for sign, entries in (("+", diff.added), ("-", diff.removed), ("~", diff.changed)):
         for e in entries:
             before = "" if e.confidence_a is None else f"{e.confidence_a:.2f}"
             after = "" if e.confidence_b is None else f"{e.confidence_b:.2f}"
             confidence = f"{before}→{after}" if sign == "~" else before or after
-            typer.echo(f"{sign} {e.role:<12} {confidence:>9}  {e.rule}")
+            table.add_row(sign, e.role, confidence, e.rule)
+    if table.row_count:
+        Console().print(table)
     typer.echo(
         f"v{diff.a} → v{diff.b}: {len(diff.added)} added, {len(diff.removed)} removed, "
         f"{len(diff.changed)} changed, {diff.unchanged} unchanged"
@@ -465,7 +530,11 @@ def library_import(
 
 # --- hindsight jobs ---------------------------------------------------------------------------
 
-jobs = typer.Typer(help="Scheduled jobs of the jobs: section: list their runs, run one now.", no_args_is_help=True)
+jobs = typer.Typer(
+    help="Scheduled jobs of the jobs: section: list their runs, run one now.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(jobs, name="jobs")
 
 JobsConfig = Annotated[
@@ -486,6 +555,14 @@ def _scheduled_jobs(path: Path | None) -> dict[str, Job]:
             where = ".".join(str(part) for part in error["loc"])
             typer.echo(f"error: {path}: {where}: {error['msg']}", err=True)
         raise typer.Exit(1) from exc
+
+
+def _disabled_job(name: str, path: Path | None) -> Job | None:
+    """Job ``name`` of the deployment file if it is declared there but disabled (kept off the schedule)."""
+    from cluster.serve_config import load_serve_config
+
+    declared = load_serve_config(path).jobs.get(name)
+    return declared if declared is not None and not declared.enabled else None
 
 
 def _brief(value: object, width: int = 48, *, nested: bool = True) -> str:
@@ -565,7 +642,7 @@ def jobs_list(config: JobsConfig = None, as_json: AsJson = False) -> None:
             _brief(state.watermark if state else None, 32),
             (state.holder if state else None) or "–",
         )
-    Console(width=160).print(table)
+    Console().print(table)
 
 
 @jobs.command("run")
@@ -587,9 +664,15 @@ def jobs_run(
     configured = _scheduled_jobs(config)
     job = configured.get(name)
     if job is None:
-        known = ", ".join(configured) or "none"
-        typer.echo(f"error: no job named {name!r} (configured: {known})", err=True)
-        raise typer.Exit(1)
+        job = _disabled_job(name, config)
+        if job is None:
+            known = ", ".join(configured) or "none"
+            typer.echo(
+                f"error: no job named {name!r} in {config or 'the default configuration'} (jobs: {known})", err=True
+            )
+            raise typer.Exit(1)
+        # Disabled means "not on the schedule" (serve.yaml: "on demand: hindsight jobs run reindex").
+        typer.echo(f"job {name} is disabled in {config}: not scheduled; running it once on demand", err=True)
     private_dir(settings.data_dir)
     upgrade(settings.sql_url())
     if job.uses_ray:
@@ -597,7 +680,7 @@ def jobs_run(
 
         ensure_ray(settings)  # a Ray Data pipeline: local Ray unless HINDSIGHT_RAY_ADDRESS names one
     db = Database(settings.sql_url())
-    console = Console(width=160)
+    console = Console()
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
             task = bar.add_task(f"{name} ({job.kind})")
@@ -620,4 +703,4 @@ def jobs_run(
 
 
 if __name__ == "__main__":
-    app()
+    cli()

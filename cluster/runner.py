@@ -169,6 +169,9 @@ def start_service(
         # Each step registers its undo as soon as it has started; success pops them all.
         owner_lock = _own_data_dir(settings)
         undo.callback(owner_lock.close)
+        if settings.ray_address is None and not ray.is_initialized():
+            # Before Ray starts (seconds, ~0.5 GiB): no Serve of this process can hold the port yet.
+            _check_port(config.http, None)
         ensure_ray(settings, quiet=quiet)
         serving = _serve_port()
         guard_env: dict[str, str] = {}

@@ -78,6 +78,13 @@ class Decision(Frozen):
     reason: str
 
 
+def _decided(owner: str, decision: dict[str, Any]) -> str:
+    """One owner's decision in a few words: which version serves now."""
+    if decision["promoted"]:
+        return f"{owner} promoted v{decision['new_version']}"
+    return f"{owner} kept v{decision['active_version']} active (v{decision['new_version']} built, not promoted)"
+
+
 def decide(active: Metrics, new: Metrics) -> tuple[bool, str]:
     """Promote when the new version's hit@1 is not below the active one's, on the same decisions."""
     if new.judged == 0 or new.hit_at_1 is None or active.hit_at_1 is None:
@@ -343,8 +350,6 @@ def consolidate(
             context.checkpoint({"owners": seen})
     finally:
         db.dispose()
-    brief = "; ".join(
-        f"{owner} {'promoted' if d['promoted'] else 'kept'} v{d['new_version']}" for owner, d in decisions.items()
-    )
+    brief = "; ".join(_decided(owner, d) for owner, d in decisions.items())
     result = {"rows": rows, "templates": templates, "decision": brief or "nothing new", "owners": decisions}
     return JobOutcome(result, {"owners": seen})

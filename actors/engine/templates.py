@@ -241,9 +241,9 @@ def _distil_alternative(
     caveats = _caveats(good, predicates, good_fail) + tuple(_also_avoid(b, inside[b]) for b in sorted(others))
     if dearer is not None:
         caveats += (cheaper_caveat(bad, dearer.describe(bad, good)),)
-    rationale = _rationale(good, bad, recommended, inside[bad])
+    rationale = _rationale(good, bad, inside[bad])
     if cheaper is not None:
-        rationale = _cost_rationale(good, bad, recommended, costlier, inside[bad], cheaper)
+        rationale = _cost_rationale(good, bad, inside[bad], cheaper)
     if rule:
         # Each alternative is a template of its own; its text says the rule is wider than it.
         rationale += f"; {good} is right when {render_alternatives(rule)} (one template per alternative)"
@@ -411,9 +411,11 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
         return None
     (pred,) = candidates
     bad_values = sorted({repr(f[pred.feature]) for f in fail_flat if pred.feature in f}) or ["absent"]
+    # No run counts in the text: it is written once, while support grows with every merge (the
+    # template's support says how many).
     rationale = (
-        f"{tool} succeeded in {len(ok)} run(s) with {pred.feature[len('params.') :]} = {pred.value!r} "
-        f"and failed in {len(fail)} run(s) with {' or '.join(bad_values)}"
+        f"{tool} succeeded with {pred.feature[len('params.') :]} = {pred.value!r} "
+        f"and failed with {' or '.join(bad_values)}"
     )
     return _finding(ok, fail, (), identity=(tool, tool, (pred,)), condition=(), rationale=rationale, caveats=())
 
@@ -498,26 +500,20 @@ def _latest(observations: Sequence[Observation]) -> datetime:
     return max(o.trajectory.finalized_at or o.trajectory.created_at for o in observations)
 
 
-def _rationale(good: str, bad: str, recommended: Sequence[Observation], avoided: Sequence[Observation]) -> str:
-    text = f"In this situation {good} succeeded in {len(recommended)} run(s) and {bad} failed in {len(avoided)} run(s)"
+def _rationale(good: str, bad: str, avoided: Sequence[Observation]) -> str:
+    # No run counts in the text: it is written once, while support grows with every merge.
+    text = f"In this situation {good} succeeded and {bad} failed"
     common = _common_summary(avoided)
     if common:
         text += f"; {bad} failed with: {common}"
     return text
 
 
-def _cost_rationale(
-    good: str,
-    bad: str,
-    recommended: Sequence[Observation],
-    costlier: Sequence[Observation],
-    failed: Sequence[Observation],
-    gap: CostGap,
-) -> str:
-    text = f"Both work: {good} succeeded in {len(recommended)} run(s) and {bad} in {len(costlier)}"
+def _cost_rationale(good: str, bad: str, failed: Sequence[Observation], gap: CostGap) -> str:
+    text = f"Both work: {good} and {bad}"
     text += f"; {gap.describe(good, bad)}"
     if failed:
-        text += f"; {bad} also failed in {len(failed)} run(s)"
+        text += f"; {bad} also failed in some runs"
         common = _common_summary(failed)
         if common:
             text += f"; {bad} failed with: {common}"

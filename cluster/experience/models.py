@@ -271,7 +271,7 @@ class LibrarySwitch(Frozen):
 
 
 class DiffEntry(Frozen):
-    """A rule in one or both of two versions; the rule is matched by content (see :func:`content_hash`)."""
+    """A rule in one or both of two versions, matched by what it advises (``LibraryVersions.diff``)."""
 
     content_hash: str
     role: Name

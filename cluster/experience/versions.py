@@ -12,6 +12,8 @@ find again in the stored trajectories, so they go with the rule into the new ver
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -26,7 +28,6 @@ from cluster.experience.models import (
     LibraryDiff,
     LibrarySwitch,
     LibraryVersion,
-    content_hash,
 )
 from cluster.experience.repository import SqlExperienceStore
 from cluster.storage.db import Database
@@ -102,9 +103,9 @@ class LibraryVersions:
     def diff(self, owner: str, a: int, b: int) -> LibraryDiff:
         """What changed from version ``a`` to ``b``: rules added, removed, and the same rule with another confidence.
 
-        Rules are matched by content (role, task type, signature, condition, actions, rationale,
-        caveats: :func:`~cluster.experience.models.content_hash`), since each version names its
-        templates anew.
+        Rules are matched by what they advise (role, task type, signature, condition, actions:
+        :func:`rule_key`), since each version names its templates anew; a rule whose rationale or
+        caveats were only worded anew is the same rule, not one removed and one added.
 
         Raises:
             NotFound: either version does not exist.
@@ -228,11 +229,20 @@ def _reported(template: ExperienceTemplate) -> int:
     return 0 if template.belief is None else template.belief.served_ok + template.belief.served_failed
 
 
+def rule_key(template: ExperienceTemplate) -> str:
+    """Hash of the rule a template states: where (role, task type, signature, condition) and what
+    (recommended and avoided action), not how its text words it."""
+    rule = template.model_dump(
+        mode="json", include={"role", "task_type", "signature", "condition", "recommended", "avoid"}
+    )
+    return hashlib.sha256(json.dumps(rule, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def _by_content(templates: Iterable[ExperienceTemplate]) -> dict[str, ExperienceTemplate]:
-    """Templates keyed by content hash; of two with one content (rare: a merge keeps them apart) the older wins."""
+    """Templates keyed by rule; of two with one rule (rare: a merge keeps them apart) the older wins."""
     found: dict[str, ExperienceTemplate] = {}
     for template in templates:
-        found.setdefault(content_hash(template), template)
+        found.setdefault(rule_key(template), template)
     return found
 
 

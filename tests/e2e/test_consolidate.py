@@ -95,7 +95,10 @@ def test_a_version_that_serves_worse_is_kept_inactive(ray_session: None, service
     assert decision["active_hit_at_1"] == 1.0
     assert decision["new_hit_at_1"] == 0.0
     assert "0.00 < 1.00" in decision["reason"]
-    assert outcome.result["decision"] == f"team-a kept v{decision['new_version']}"
+    # Issue 48: it said "kept v2" while v1 stayed active.
+    assert outcome.result["decision"] == (
+        f"team-a kept v{decision['active_version']} active (v{decision['new_version']} built, not promoted)"
+    )
     assert versions.active(OWNER) == imported  # still served
     assert decision["new_version"] in [v.version for v in versions.versions(OWNER)]  # kept for diff/promote
 

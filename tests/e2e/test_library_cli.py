@@ -57,11 +57,12 @@ def run_json(data_dir: Path, *args: str) -> Any:
 
 def test_list_shows_each_version_with_its_source_size_and_the_active_mark(data_dir: Path) -> None:
     lines = run(data_dir, "list", "--owner", OWNER).splitlines()
-    assert lines[0].startswith("* v1 ")
-    assert lines[1].startswith("  v2 ")
-    assert lines[0].split()[4:6] == ["live", "2"]
-    assert lines[1].split()[3:5] == ["reprocess", "2"]
-    assert lines[1].endswith("scorer failure_averse")
+    assert lines[0].split() == ["version", "created", "source", "templates", "note"]  # headers (issue 48)
+    assert lines[1].split()[:2] == ["*", "v1"]
+    assert lines[2].split()[0] == "v2"
+    assert lines[1].split()[4:6] == ["live", "2"]
+    assert lines[2].split()[3:5] == ["reprocess", "2"]
+    assert lines[2].rstrip().endswith("scorer failure_averse")
     listed = run_json(data_dir, "list")  # the local_owner setting by default
     assert [(v["version"], v["source"], v["templates"], v["active"]) for v in listed] == [
         (1, "live", 2, True),
@@ -72,10 +73,12 @@ def test_list_shows_each_version_with_its_source_size_and_the_active_mark(data_d
 
 def test_diff_lists_added_removed_and_changed_rules(data_dir: Path) -> None:
     lines = run(data_dir, "diff", "1", "2", "--owner", OWNER).splitlines()
-    assert [line[0] for line in lines[:-1]] == ["+", "-", "~"]
-    assert "stream_import" in lines[0]
-    assert "add_item" in lines[1]
-    assert "0.90→0.80" in lines[2]
+    assert lines[0].split() == ["role", "confidence", "rule"]
+    rows = [line for line in lines[1:-1] if not line.startswith(" ")]  # a long rule folds onto more lines
+    assert [row[0] for row in rows] == ["+", "-", "~"]
+    assert "stream_import" in rows[0]
+    assert "add_item" in rows[1]
+    assert "0.90→0.80" in rows[2]
     assert lines[-1] == "v1 → v2: 1 added, 1 removed, 1 changed, 0 unchanged"
     diff = run_json(data_dir, "diff", "1", "2")
     assert [e["confidence_b"] for e in diff["changed"]] == [0.8]
@@ -95,3 +98,22 @@ def test_errors_are_one_line_and_a_failing_exit_code(data_dir: Path) -> None:
     failed = cli("library", "rollback", "--owner", OWNER, data_dir=data_dir)
     assert failed.returncode == 1
     assert "no previous library version" in failed.stderr
+
+
+def test_a_rule_worded_anew_is_the_same_rule_in_a_diff(data_dir: Path) -> None:
+    # Issue 48: one unchanged rule showed as one added and one removed (its rationale's run counts differed).
+    url = Settings(data_dir=data_dir).sql_url()
+    db = Database(url)
+    with db.transaction() as session:
+        store = SqlExperienceStore(session)
+        third = store.add_version(OWNER, LibrarySource.IMPORT, "reworded")
+        reworded = [
+            template("bulk_import", confidence=0.8, rationale="In this situation bulk_import succeeded"),
+            template("stream_import", "the import file is huge"),
+        ]
+        for t in reworded:
+            store.insert(OWNER, t, version=third)
+    db.dispose()
+    assert run(data_dir, "diff", "2", "3", "--owner", OWNER).splitlines()[-1] == (
+        "v2 → v3: 0 added, 0 removed, 0 changed, 2 unchanged"
+    )

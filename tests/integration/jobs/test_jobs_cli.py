@@ -68,7 +68,18 @@ def test_jobs_run_runs_one_pass_and_jobs_list_shows_it(config: Path) -> None:
 def test_an_unknown_job_is_a_clear_error(config: Path) -> None:
     result = jobs(config, "run", "nightly")
     assert result.returncode == 1
-    assert result.stderr.strip() == "error: no job named 'nightly' (configured: upkeep, vectors)"
+    assert result.stderr.strip() == f"error: no job named 'nightly' in {config} (jobs: upkeep, vectors)"
+
+
+def test_a_disabled_job_runs_on_demand_and_says_it_is_disabled(config: Path) -> None:
+    # Issue 48: serve.yaml says "on demand: hindsight jobs run reindex" beside enabled: false, and
+    # jobs run answered "no job named 'reindex'".
+    config.write_text(config.read_text() + "  idle: {kind: maintenance, interval_s: 600, enabled: false}\n")
+    result = jobs(config, "run", "idle")
+    assert result.returncode == 0, result.stderr
+    assert f"job idle is disabled in {config}: not scheduled; running it once on demand" in result.stderr
+    assert "idle done in" in result.stdout
+    assert listed(config)["idle"]["configured"] is False  # still off the schedule
 
 
 def test_a_job_another_scheduler_runs_is_not_run_again(config: Path) -> None:
