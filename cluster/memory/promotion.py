@@ -10,6 +10,7 @@ is (:class:`~cluster.memory.writes.Writes`), searched with the turns logged besi
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -32,6 +33,7 @@ from cluster.memory.neighbours import joined
 from cluster.memory.policy.lifetime import validity_for
 from cluster.memory.policy.limits import MemoryLimits
 from cluster.memory.policy.promotion import (
+    EXPLICIT,
     LoggedTurn,
     LogStatus,
     PromotionPolicy,
@@ -221,13 +223,34 @@ def _promoted_write(
     }
     key = state_key(log.text, log.speaker) if reason is not PromotionReason.REFERENCED_LATER else None
     return MemoryWrite(
-        key=key or f"turn:{log.log_id}",
+        key=key or turn_key(log.text, log.log_id),
         value=spoken(log.speaker, log.text),
         scope=scope,
         ttl=ttl,
         metadata=meta,
         source_ids=(str(log.log_id), *(str(r) for r in referenced_by[: MAX_SOURCE_IDS - 1])),
     )
+
+
+_KEY_WORDS = 4
+_KEY_CHARS = 32
+_WEIGHTLESS = frozenset(
+    "i me my we our you your he she it they them their the a an this that these those to of is are am be "
+    "please and or so just also".split()
+)
+
+
+def turn_key(text: str, log_id: uuid.UUID) -> str:
+    """A short key a person can read for a turn's memory: its first words of weight after what asked
+    to remember it, and the start of its log id ("prefer_dark_mode-1a2b3c4d" for "Remember that I
+    prefer dark mode"). Every query line shows the key, so it stays short; the id part keeps two
+    turns that start alike from superseding each other.
+    """
+    trigger = EXPLICIT.search(text)
+    rest = text[trigger.end() :] if trigger else text
+    words = [w for w in re.findall(r"[^\W_]+", rest.lower()) if w not in _WEIGHTLESS][:_KEY_WORDS]
+    slug = "_".join(words)[:_KEY_CHARS].rstrip("_") or "turn"
+    return f"{slug}-{log_id.hex[:8]}"
 
 
 def _in_its_session(

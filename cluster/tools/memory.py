@@ -12,6 +12,7 @@ from cluster.memory.models import (
     MAX_TOP_K,
     MemoryForget,
     MemoryForgetResult,
+    MemoryHit,
     MemoryObserve,
     MemoryQuery,
     MemoryQueryResult,
@@ -26,24 +27,78 @@ from cluster.memory.models import (
     short_id,
 )
 from cluster.memory.policy import MemoryScope, Ttl
+from cluster.memory.policy.versions import MemoryState
 from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
 
 HIT_TEXT_CHARS = 300
 """A hit's value in the text answer is cut here; the structured answer has it whole."""
 
 
+UNRELATED_BELOW = 0.15
+"""A memory found by meaning alone, this far from the query (cosine), is not served: ranking fills
+top_k with whatever is nearest, and "nearest" among unrelated memories is still unrelated. Measured
+with the default MiniLM embedder: unrelated sentences score about 0 to 0.1, a paraphrase 0.4 and up."""
+
+
+def _related(hit: MemoryHit) -> bool:
+    """Whether a hit has any sign of being about the query itself: its words, an entity, a time, or a
+    meaning close enough. Support from its session is not one: it raises what the query already found."""
+    why = hit.why
+    if why.lexical_score is not None or why.entities or why.time or why.expanded:
+        return True
+    return why.dense_similarity is not None and why.dense_similarity >= UNRELATED_BELOW
+
+
+def served(result: MemoryQueryResult) -> MemoryQueryResult:
+    """The query's answer as served: unrelated memories left out, and a superseded version right
+    after the current version of its memory when both are found (``include_history``), never above it.
+
+    A last step over the ranking's answer (the ranking stages are cluster/memory's): what a caller
+    sees, not how memories are scored.
+    """
+    if not result.hits:
+        return result
+    # A current version stays beside an older one that matched: it is what replaced it.
+    history = {
+        (h.memory.scope, h.memory.key) for h in result.hits if h.memory.state is MemoryState.SUPERSEDED and _related(h)
+    }
+    hits = [
+        h
+        for h in result.hits
+        if _related(h) or (h.memory.state is MemoryState.CURRENT and (h.memory.scope, h.memory.key) in history)
+    ]
+    current: dict[tuple[MemoryScope, str], int] = {}
+    for i, hit in enumerate(hits):
+        if hit.memory.state is MemoryState.CURRENT:
+            current.setdefault((hit.memory.scope, hit.memory.key), i)
+
+    def place(item: tuple[int, MemoryHit]) -> tuple[int, int, int]:
+        i, hit = item
+        at = current.get((hit.memory.scope, hit.memory.key))
+        if hit.memory.state is MemoryState.SUPERSEDED and at is not None:
+            return (at, 1, i)
+        return (i, 0, i)
+
+    hits = [h for _, h in sorted(enumerate(hits), key=place)]
+    lean = {m.memory_id: m for m in result.memories}
+    memories = tuple(lean[h.memory.memory_id] for h in hits if h.memory.memory_id in lean)
+    return result.model_copy(update={"hits": tuple(hits), "memories": memories})
+
+
 def _hit_lines(result: MemoryQueryResult) -> str:
     """What a model reads: one line per memory, its value once (JSON objects compact), its day,
-    against which a relative time in it ("yesterday") reads, and the start of its id, which
-    ``memory_update`` and ``memory_forget`` take."""
+    against which a relative time in it ("yesterday") reads, the start of its id, which
+    ``memory_update`` and ``memory_forget`` take, and whether a newer version replaced it."""
     if not result.memories:
         return "No memory matches."
+    superseded = {h.memory.memory_id for h in result.hits if h.memory.state is MemoryState.SUPERSEDED}
     lines = []
     for i, memory in enumerate(result.memories, 1):
         value = memory.value if isinstance(memory.value, str) else canonical_json(memory.value)
         if len(value) > HIT_TEXT_CHARS:
             value = value[: HIT_TEXT_CHARS - 1] + "…"
-        where = f"{memory.day}; id {short_id(memory.memory_id)}, v{memory.version}"
+        old = ", superseded" if memory.memory_id in superseded else ""
+        where = f"{memory.day}; id {short_id(memory.memory_id)}, v{memory.version}{old}"
         lines.append(f"{i}. [{memory.key}] {' '.join(value.split())} ({where})")
     return "\n".join(lines)
 
@@ -124,7 +179,7 @@ async def memory_query(
     # Each query on its own thread, embedded there beside its lexical stage (a hot-cache hit
     # embeds nothing): a shared embedding pass would make every query of it wait for the last
     # text, since the default int8 model embeds one text a pass.
-    result = await box.call(box.services.memory.run_query, owner, request)
+    result = served(await box.call(box.services.memory.run_query, owner, request))
     box.services.metrics.retrieval_latency.labels("memory").observe(time.perf_counter() - start)
     return answer(result if detail else result.lean(), _hit_lines(result))
 

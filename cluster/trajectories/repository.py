@@ -200,11 +200,15 @@ class SqlTrajectoryStore:
         return found is not None
 
     def finalize(self, owner: str, trajectory_id: uuid.UUID, outcome: Outcome) -> Trajectory:
-        """Close the trajectory and queue it for analysis; repeating the same outcome is a no-op."""
+        """Close the trajectory and queue it for analysis.
+
+        A repeat that agrees with the stored outcome on what it sends is a no-op: a retry that
+        leaves out the summary or the served ids says nothing new.
+        """
         row = self._row(owner, trajectory_id, lock=True)
         stored = row.outcome
         if row.status == TrajectoryStatus.FINALIZED.value:
-            if stored is not None and Outcome.model_validate(stored) == outcome:
+            if stored is not None and _repeats(Outcome.model_validate(stored), outcome):
                 return _trajectory(row, ())
             raise Conflict(f"trajectory {trajectory_id} was already finalized with another outcome")
         row.status = TrajectoryStatus.FINALIZED.value
@@ -579,4 +583,14 @@ def _trajectory(row: TrajectoryRow | Row[Any], nodes: Sequence[NodeRow | Row[Any
         created_at=row.created_at,
         finalized_at=row.finalized_at,
         nodes=tuple(_node(n) for n in nodes),
+    )
+
+
+def _repeats(stored: Outcome, again: Outcome) -> bool:
+    """``again`` says nothing ``stored`` does not: the same status, and a summary and served ids
+    that are either left out or the same."""
+    return (
+        again.status == stored.status
+        and again.summary in (None, stored.summary)
+        and (not again.served_template_ids or set(again.served_template_ids) == set(stored.served_template_ids))
     )

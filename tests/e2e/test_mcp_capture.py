@@ -93,3 +93,20 @@ async def test_a_bad_run_id_is_refused_naming_the_field(client: Client) -> None:
     )
     assert result.is_error
     assert "run_id" in result.content[0].text
+
+
+async def test_finalize_again_with_the_same_outcome_and_no_summary_changes_nothing(client: Client) -> None:
+    # Issue 48: a retry that left out the summary was a Conflict.
+    tid = "retried-finalize"
+    await client.call_tool(
+        "record_trajectory_node", {"trajectory_id": tid, "node": node(), "task": "t", "agent_id": "a"}
+    )
+    first = await client.call_tool(
+        "finalize_trajectory", {"trajectory_id": tid, "outcome": "success", "summary": "imported 300 rows"}
+    )
+    assert not first.is_error, first.content
+    again = await client.call_tool("finalize_trajectory", {"trajectory_id": tid, "outcome": "success"})
+    assert not again.is_error, again.content
+    other = await client.call_tool("finalize_trajectory", {"trajectory_id": tid, "outcome": "failure"})
+    assert other.is_error
+    assert "Conflict" in other.content[0].text  # type: ignore[union-attr]

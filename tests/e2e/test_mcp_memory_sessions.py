@@ -4,6 +4,7 @@ with the maintenance actor doing the promotion."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ async def test_an_explicit_remember_is_stored_at_once_for_good(client: Client) -
     logged, text = await observe(client, "s1", "Please remember that I am allergic to peanuts")
     assert logged["reason"] == "explicit"
     assert logged["promoted"]["version"] == 1
+    # Issue 48: the key was turn:<uuid>, 41 characters shown in every query line.
+    assert re.fullmatch(r"allergic_peanuts-[0-9a-f]{8}", logged["key"]), logged["key"]
     short = logged["promoted"]["memory_id"].replace("-", "")[:8]
     assert text == f"Stored as [{logged['key']}] (explicit; id {short}, v1)."
     ended = await call(client, "memory_end_session", {"session_id": "s1"})
