@@ -511,21 +511,59 @@ def library_rollback(owner: LibraryOwner = None, as_json: AsJson = False) -> Non
 
 @library.command("import")
 def library_import(
-    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="An exchange file (hindsight-experience).")],
+    path: Annotated[
+        Path, typer.Argument(exists=True, help="An exchange file (hindsight-experience) or an Agent Skills folder.")
+    ],
     owner: LibraryOwner = None,
     note: Annotated[str, typer.Option(help="Shown by library list.")] = "",
 ) -> None:
-    """Build a new, inactive version from an exchange file (e.g. a reprocess output); promote it to serve it."""
+    """Build a new, inactive version from an exchange file (e.g. a reprocess output) or a skills folder
+    (library export --skills; a rule edited by hand becomes a manual template); promote it to serve it."""
     from cluster.experience.exchange import parse_export
     from cluster.experience.models import LibrarySource
+    from cluster.experience.skills import SKILL_FILE, parse_skill
 
     settings = load_settings()
     with _services(settings) as services:
-        templates = parse_export(path.read_text().splitlines())
+        if path.is_dir():
+            templates = [t for skill in sorted(path.glob(f"*/{SKILL_FILE}")) for t in parse_skill(skill.read_text())[1]]
+        else:
+            templates = parse_export(path.read_text().splitlines())
         version = services.experience.create_version(
             owner or settings.local_owner, templates, LibrarySource.IMPORT, note or path.name
         )
     typer.echo(f"built v{version} from {path} ({len(templates)} templates read); not active until promoted")
+
+
+@library.command("export")
+def library_export(
+    owner: LibraryOwner = None,
+    out: Annotated[Path | None, typer.Option(help="Write the exchange file here (default: standard output).")] = None,
+    skills: Annotated[
+        Path | None, typer.Option(help="Write an Agent Skills folder here instead: one SKILL.md per task type.")
+    ] = None,
+    role: Annotated[str, typer.Option(help="With --skills: whose rules.")] = "agent",
+) -> None:
+    """The active version in the exchange format library import reads, or as Agent Skills (--skills)."""
+    from cluster.experience.exchange import parse_export
+    from cluster.experience.skills import SKILL_FILE, export_skills
+
+    settings = load_settings()
+    with _services(settings) as services:
+        lines = list(services.experience.export_library(owner or settings.local_owner))
+    if skills is None:
+        text = "\n".join(lines) + "\n"
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            out.write_text(text)
+            typer.echo(f"wrote {len(lines) - 1} templates to {out}", err=True)
+        return
+    files = export_skills(parse_export(lines), role)
+    for name, body in files.items():
+        (skills / name).mkdir(parents=True, exist_ok=True)
+        (skills / name / SKILL_FILE).write_text(body)
+    typer.echo(f"wrote {len(files)} skills of role {role} to {skills}", err=True)
 
 
 # --- hindsight jobs ---------------------------------------------------------------------------

@@ -69,14 +69,6 @@ class MemorySettings(BaseModel):
     promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
 
 
-class LLMSettings(BaseModel):
-    """Optional OpenAI-compatible chat endpoint that may phrase templates. Nothing requires it."""
-
-    url: str | None = None
-    model: str | None = None
-    api_key: SecretStr | None = None
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HINDSIGHT_", env_nested_delimiter="__", extra="forbid")
 
@@ -142,7 +134,6 @@ class Settings(BaseSettings):
 
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @model_validator(mode="after")
     def _check_shared_roles(self) -> Settings:

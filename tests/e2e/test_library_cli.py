@@ -5,10 +5,12 @@ Each command runs in a process of its own (``tests.cli_process``), as an operato
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cluster.experience.models import LibrarySource
 from cluster.experience.repository import SqlExperienceStore
@@ -116,4 +118,33 @@ def test_a_rule_worded_anew_is_the_same_rule_in_a_diff(data_dir: Path) -> None:
     db.dispose()
     assert run(data_dir, "diff", "2", "3", "--owner", OWNER).splitlines()[-1] == (
         "v2 → v3: 0 added, 0 removed, 0 changed, 2 unchanged"
+    )
+
+
+def test_export_is_what_import_reads_as_a_file_and_as_skills(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Issue 48: library import existed, nothing exported.
+    out = tmp_path_factory.mktemp("export")
+    exported = run(data_dir, "export", "--owner", OWNER)
+    assert json.loads(exported.splitlines()[0])["format"] == "hindsight-experience"
+    (out / "library.jsonl").write_text(exported)
+    assert "built v3" in run(data_dir, "import", str(out / "library.jsonl"), "--owner", OWNER)
+    assert (
+        run(data_dir, "diff", "1", "3", "--owner", OWNER)
+        .splitlines()[-1]
+        .endswith("0 added, 0 removed, 0 changed, 2 unchanged")
+    )
+
+    cli_out(
+        "library", "export", "--owner", OWNER, "--skills", str(out / "skills"), "--role", "executor", data_dir=data_dir
+    )
+    [skill] = (out / "skills").glob("*/SKILL.md")
+    front = yaml.safe_load(skill.read_text().split("---\n")[1])
+    assert front["name"] == skill.parent.name == "executor-catalog-import"
+    assert "built v4" in run(data_dir, "import", str(out / "skills"), "--owner", OWNER)
+    assert (
+        run(data_dir, "diff", "1", "4", "--owner", OWNER)
+        .splitlines()[-1]
+        .endswith("0 added, 0 removed, 0 changed, 2 unchanged")
     )
