@@ -74,7 +74,8 @@ async def _run(service: RunningService, config: BenchConfig, console: Console) -
 def run_demo(settings: Settings, config: BenchConfig, out: Path | None = None) -> BenchResults:
     """Run the three-round comparison on a fresh embedded service and print the tables."""
     console = Console()
-    for noisy in ("httpx", "httpx2", "mcp", "cluster", "ray", "ray.serve"):
+    # The demo prints each round itself: the benchmark harness's own "round N done" would say it twice.
+    for noisy in ("httpx", "httpx2", "mcp", "cluster", "ray", "ray.serve", "bench"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     data_dir = settings.data_dir / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)  # every demo starts with an empty memory
