@@ -28,8 +28,8 @@ from itertools import groupby
 import yaml
 from pydantic import ValidationError
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, TemplateSource
 from cluster.core.errors import InvalidInput
-from cluster.experience.templates import ActionPattern, Condition, ExperienceTemplate, TemplateSource
 
 SKILL_FILE = "SKILL.md"
 MAX_DESCRIPTION = 1024

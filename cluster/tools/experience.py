@@ -8,7 +8,7 @@ from typing import Annotated
 from mcp_types import CallToolResult
 from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt
 
-from actors.engine.model.templates import render_prompt_block
+from actors.engine.model.templates import ExperienceTemplate, render_prompt_block
 from cluster.core.types import Name
 from cluster.experience.models import MAX_TOP_K, ExperienceQueryResult, OutcomeReport, Situation
 from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
@@ -43,18 +43,17 @@ async def query_experience(
     ] = None,
     include_other_roles: Annotated[StrictBool, Field(description="Also serve other roles' experiences.")] = False,
     include_inapplicable: Annotated[
-        StrictBool, Field(description="Also serve experiences whose condition is false in your snapshot.")
+        StrictBool, Field(description="Also those whose condition is false in your snapshot.")
     ] = False,
     detail: Annotated[
         StrictBool, Field(description="Also return full templates: provenance, support, caveats.")
     ] = False,
 ) -> Annotated[CallToolResult, ExperienceQueryResult]:
     """Experiences learned from earlier tasks for the decision you face, best first. Send your situation
-    (context_snapshot, available_actions) or words. The text answer is a prompt block for your context;
-    the structured one gives each experience's id, condition, recommended action, action to avoid
-    (avoid_reason fails, or costlier: your fallback), retry and confidence; when none passes
-    min_confidence, below_threshold names up to {max_below_threshold} just under it. Pass the ids you
-    used to finalize_trajectory."""
+    (context_snapshot, available_actions) or words. Text: a prompt block for your context. Data: each
+    experience's id, condition, recommended action, action to avoid (avoid_reason fails, or costlier:
+    your fallback), retry and confidence; if none passes min_confidence, below_threshold names up to
+    {max_below_threshold} just under it. Pass the ids you used to finalize_trajectory."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -109,5 +108,15 @@ async def report_experience_outcome(
     return await box.call(box.services.experience.report_outcome, owner, template_ids, succeeded, stored_id)
 
 
-TOOLS = (query_experience, report_experience_outcome)
+async def read_experience(
+    template_id: Annotated[uuid.UUID, Field(description="An experience's id, as served.")], ctx: ToolContext
+) -> Annotated[CallToolResult, ExperienceTemplate]:
+    """One experience whole: rule and reasons as text; support and provenance too as data."""
+    box = toolbox(ctx)
+    owner = box.owner(ctx)
+    template = await box.call(box.services.experience.get_template, owner, template_id)
+    return answer(template, f"{template.render()} Confidence {template.confidence:.2f}.")
+
+
+TOOLS = (query_experience, report_experience_outcome, read_experience)
 """This module's tools, in the order the server lists them."""

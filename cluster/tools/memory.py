@@ -225,8 +225,8 @@ async def memory_observe(
 ) -> Annotated[CallToolResult, ObserveResult]:
     """Log one turn of a conversation; hindsight decides by rule what to remember. 'remember ...' or
     'from now on ...' is stored at once as a user memory; a state change ('I moved to ...', 'X is now
-    Y') as session state replacing the earlier one, until memory_end_session. Other turns stay raw until
-    a later turn refers back to them (another session, or {promotion_min_gap} later). Text at most
+    Y') as session state replacing the earlier one, until memory_end_session. Other turns stay raw
+    until a later turn refers back (another session, or {promotion_min_gap} later). Text at most
     {max_turn_bytes} bytes; a repeated turn is logged once."""
     box = toolbox(ctx)
     owner = box.owner(ctx)

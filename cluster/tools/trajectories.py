@@ -25,10 +25,10 @@ from cluster.trajectories.capture import RecordCall
 
 _TASK = "The task in words; with the first call."
 _AGENT = "Who you are; with the first call."
-_ROLE = "planner, executor, ...; with the first call."
-_TASK_TYPE = "A short label, e.g. 'import'; with the first call."
+_ROLE = "planner, executor, ...; first call."
+_TASK_TYPE = "A short label, e.g. 'import'; first call."
 _RUN = "The multi-agent run this is one role of (a later role's failure also teaches it); with the first call."
-_SAME = "As for record_trajectory_node."
+_SAME = "As in record_trajectory_node."
 
 
 async def record_trajectory_node(
@@ -70,7 +70,7 @@ async def record_trajectory_nodes(
 
 
 async def finalize_trajectory(
-    trajectory_id: TrajectoryName,
+    trajectory_id: Annotated[TrajectoryName, Field(description=_SAME)],
     outcome: Annotated[ResultStatus, Field(description="How the whole task ended.")],
     ctx: ToolContext,
     summary: Annotated[str | None, Field(max_length=2000, description="One line on how it ended.")] = None,

@@ -114,3 +114,21 @@ def test_two_owners_using_one_name_get_two_trajectories() -> None:
     assert trajectory_uuid("alice", "t1") == trajectory_uuid("alice", "t1")
     same = uuid.uuid4()
     assert trajectory_uuid("alice", str(same)) == same
+
+
+async def test_an_agent_reads_one_experience_whole_and_only_its_own(client: Client, services: Services) -> None:
+    from tests.integration.experience.factories import template
+
+    stored = services.experience.add_template("local", template("bulk_import", avoid="add_item", confidence=0.8))
+    result = await client.call_tool("read_experience", {"template_id": str(stored.template_id)})
+    assert not result.is_error, result.content
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("When a product import has more than 20 rows with a uniform schema, prefer bulk_import")
+    assert text.endswith("Confidence 0.80.")
+    assert result.structured_content is not None
+    assert result.structured_content["template_id"] == str(stored.template_id)
+    assert "support" in result.structured_content
+    theirs = services.experience.add_template("someone-else", template("stream_import"))
+    refused = await client.call_tool("read_experience", {"template_id": str(theirs.template_id)})
+    assert refused.is_error
+    assert "NotFound" in refused.content[0].text  # type: ignore[union-attr]

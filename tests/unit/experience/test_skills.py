@@ -8,9 +8,9 @@ import re
 import pytest
 import yaml
 
+from actors.engine.model.templates import Predicate, TemplateSource
 from cluster.core.errors import InvalidInput
 from cluster.experience.skills import MAX_DESCRIPTION, export_skills, parse_skill
-from cluster.experience.templates import Predicate, TemplateSource
 from tests.integration.experience.factories import template
 
 LIBRARY = [
