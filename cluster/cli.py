@@ -44,8 +44,9 @@ def main(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    # Migration chatter is noise at the console; errors still show.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Migration chatter and every HTTP request of a health check are noise at the console; errors still show.
+    for noisy in ("alembic", *(() if verbose else ("httpx",))):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def cli() -> None:

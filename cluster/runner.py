@@ -63,7 +63,8 @@ def ensure_ray(settings: Settings, num_cpus: int | None = None, *, quiet: bool =
     if ray.is_initialized():
         return
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": not quiet}
-    if quiet:
+    if quiet or not logger.isEnabledFor(logging.DEBUG):
+        # Ray's own start-up lines are for Ray's developers; -v (DEBUG) shows them.
         options["logging_level"] = logging.WARNING
         logging.getLogger("ray").setLevel(logging.WARNING)
     if settings.ray_address:
@@ -201,7 +202,11 @@ def start_service(
         serve.start(
             http_options={"host": config.http.host, "port": config.http.port},
             controller_options={"runtime_env": {"env_vars": controller_env}} if controller_env else None,
+            # Serve's controller, proxies and HAProxy manager log every reload at INFO; warnings stay.
+            logging_config={"log_level": "DEBUG" if logger.isEnabledFor(logging.DEBUG) else "WARNING"},
         )
+        if not logger.isEnabledFor(logging.DEBUG):
+            logging.getLogger("ray.serve").setLevel(logging.WARNING)  # this driver's own Serve lines
         # Before serve.run: a run interrupted half way leaves an application deploying.
         undo.callback(_quietly, "delete the Serve app", serve.delete, APP_NAME)
         app = build_app(settings, config.ingress, env | metrics_env, loopback_only=settings.ray_address is None)

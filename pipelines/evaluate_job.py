@@ -138,8 +138,13 @@ def evaluation_table(reports: Sequence[EvaluationReport], *, groups: bool = True
     """One row per (owner, scorer) overall, then, with ``groups``, one per role and task type."""
     k = reports[0].config.top_k if reports else 5
     table = Table(title="offline evaluation on held-out trajectories", show_lines=False)
+    # In a narrow terminal the group captions wrap; names, numbers and the short headers never do.
     for column in ("owner", "scorer", "role/task type", "decisions", "hit@1", f"hit@{k}"):
-        table.add_column(column, justify="right" if column in ("decisions", "hit@1", f"hit@{k}") else "left")
+        table.add_column(
+            column,
+            justify="right" if column in ("decisions", "hit@1", f"hit@{k}") else "left",
+            no_wrap=column != "role/task type",
+        )
     for column in ("avoid precision", "coverage", "tokens/decision"):
         table.add_column(column, justify="right")
     for report in reports:

@@ -88,15 +88,24 @@ class Learning:
             store.insert(owner, template, version=version)
         for template in (*result.updated, *result.retired):
             store.replace(owner, template, ConfidenceReason.MERGED)
-        if result.new or result.updated or result.supplementary or result.retired:
+        # One line per template an operator would want to know of; merges (support adding up) are routine.
+        for kind, learned in (("new", result.new), ("supplementary", result.supplementary)):
+            for template in learned:
+                logger.info(
+                    "learned %s template %s for %s (%s/%s): %s",
+                    kind,
+                    template.template_id.hex[:8],
+                    owner,
+                    template.role,
+                    template.task_type or "*",
+                    template.brief(),
+                )
+        for template in result.retired:
             logger.info(
-                "learned for %s: %d new, %d merged, %d supplementary, %d retired",
-                owner,
-                len(result.new),
-                len(result.updated),
-                len(result.supplementary),
-                len(result.retired),
+                "retired template %s of %s: %s", template.template_id.hex[:8], owner, template.retired_reason or ""
             )
+        if result.updated:
+            logger.debug("merged new evidence into %d templates of %s", len(result.updated), owner)
         return LearnReport(
             new=tuple(t.template_id for t in result.new),
             merged=tuple(t.template_id for t in result.updated),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import random
 import threading
 import uuid
@@ -187,6 +188,19 @@ def test_near_duplicates_merge_and_support_adds_up(experience: ExperienceService
     retry = experience.learn(OWNER, [topic(0, provenance=(second,), support=Support(successes=1, trajectories=1))])
     assert retry.merged == ()
     assert experience.get_template(OWNER, kept).support == merged.support
+
+
+def test_each_learned_template_is_one_line_at_info_and_a_merge_none(
+    experience: ExperienceService, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 48: nothing was logged when a template was learned, only counts.
+    with caplog.at_level(logging.INFO, logger="cluster.experience.learning"):
+        (kept,) = experience.learn(OWNER, [topic(0, provenance=(evidence(),))]).new
+        experience.learn(OWNER, [topic(0, provenance=(evidence(),))])
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"learned new template {kept.hex[:8]} for {OWNER} (")
+    assert "prefer " in lines[0]
 
 
 def test_an_edge_case_becomes_a_supplementary_template_linked_to_its_parent(experience: ExperienceService) -> None:
