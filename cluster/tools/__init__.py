@@ -17,9 +17,9 @@ from cluster.tools.registry import published, published_tool
 INSTRUCTIONS = """\
 hindsight remembers what worked. Before a decision, call query_experience with your situation
 (context_snapshot, available_actions) and put the returned prompt block in your context. Record each
-decision with record_trajectory_node (the first call also sends task and agent_id). When done, call
-finalize_trajectory with the outcome and the experience ids you were served; hindsight learns from it
-in the background."""
+decision with record_trajectory_node under a trajectory_id you choose (the first call also sends task
+and agent_id). When done, call finalize_trajectory with the outcome and the experience ids you were
+served; hindsight learns from it in the background."""
 
 
 TOOL_FUNCTIONS = (*trajectories.TOOLS, *experience.TOOLS, *memory.TOOLS)

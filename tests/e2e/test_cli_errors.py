@@ -69,3 +69,11 @@ def test_a_busy_port_is_refused_before_ray_starts(tmp_path: Path) -> None:
     line = one_line_error(done)
     assert f"127.0.0.1:{port} is already in use" in line
     assert "Ray" not in done.stderr, done.stderr  # refused before a Ray instance started
+
+
+def test_flags_read_as_flags_in_help(tmp_path: Path) -> None:
+    # Issue 48: every flag showed "<bool>" beside it.
+    done = cli("reprocess", "--help", data_dir=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "--new-version / --no-new-version" in done.stdout
+    assert "<bool>" not in done.stdout
