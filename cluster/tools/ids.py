@@ -25,12 +25,13 @@ def printable(name: str) -> str:
 
 TrajectoryName = Annotated[
     str,
-    AfterValidator(printable),
+    # The length first, so a name too long is named as one ("at most 64 characters").
     Field(
         min_length=1,
         max_length=MAX_NAME_CHARS,
         description="Your name for the task's trajectory, e.g. 'checkout-42', in each of its calls.",
     ),
+    AfterValidator(printable),
 ]
 
 _NAMESPACE = uuid.UUID("6f1f6b1e-4d0a-5b8e-9c1e-0d6a2f4b7c31")
