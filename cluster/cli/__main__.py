@@ -1,0 +1,5 @@
+"""``python -m cluster.cli``: the ``hindsight`` command."""
+
+from cluster.cli import cli
+
+cli()
