@@ -20,24 +20,17 @@ import argparse
 import itertools
 import json
 import statistics
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.locomo.run import DEFAULT_DATA, HEADLINE, Conversation, load, memory_writes, score
-from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.memory.index import MilvusMemoryIndex
+from bench.retrieval import keys_of, open_memory, policies
 from cluster.memory.models import MemoryQuery
 from cluster.memory.policy import RankingPolicy
 from cluster.memory.ranking import Candidates, rank
-from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
-from cluster.storage.db import Database
-from cluster.storage.migrate import upgrade
-from cluster.storage.milvus import open_milvus
 
 GRID: dict[str, tuple[Any, ...]] = {
     "entity_terms_lexical": (True, False),
@@ -61,18 +54,10 @@ class Gathered:
     keys: dict[int, str]
 
 
-def policies(grid: dict[str, tuple[Any, ...]]) -> Iterator[RankingPolicy]:
-    names = list(grid)
-    for values in itertools.product(*(grid[n] for n in names)):
-        yield RankingPolicy(**dict(zip(names, values, strict=True)))
-
-
 def gather(service: MemoryService, conversations: list[Conversation]) -> list[Gathered]:
     out = []
     for conv in conversations:
-        with service.db.read() as session:
-            rows = Versions(session, conv.sample_id, service.db.dialect).all_rows(-1, 1_000_000)
-            keys = {m.seq: m.record.key for m in rows}
+        keys = keys_of(service, conv.sample_id)
         for question in conv.questions:
             if question.category not in HEADLINE:
                 continue
@@ -98,23 +83,12 @@ def main() -> None:
     args = parser.parse_args()
     conversations = load(args.data)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="locomo-cv-") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'memory.db'}"
-        upgrade(url)
-        database = Database(url)
-        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
-        embedder = OnnxMiniLMEmbedder(threads=1, quantized=not args.fp32)
-        index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection="locomo")
-        index.reset()
-        service = MemoryService(database, embedder, index)
+    with open_memory("locomo", fp32=args.fp32) as memory:
         for conv in conversations:
-            service.apply_writes(conv.sample_id, memory_writes(conv))
+            memory.service.apply_writes(conv.sample_id, memory_writes(conv))
         gathered = {}
         for keep in GRID["entity_terms_lexical"]:
-            variant = MemoryService(database, embedder, index, ranking=RankingPolicy(entity_terms_lexical=keep))
-            gathered[keep] = gather(variant, conversations)
-        milvus.close()
-        database.dispose()
+            gathered[keep] = gather(memory.variant(RankingPolicy(entity_terms_lexical=keep)), conversations)
     print(f"gathered candidates in {time.perf_counter() - started:.0f} s")
 
     # scores[policy index][question index]

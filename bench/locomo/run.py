@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -28,16 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rank_bm25 import BM25Okapi
 
-from cluster.embedding import OnnxMiniLMEmbedder
-from cluster.memory.index import MilvusMemoryIndex
-from cluster.memory.models import MemoryQuery, MemoryWrite
+from bench.retrieval import Ranker, bm25_ranker, dense_ranker, memory_ranker, open_memory, rrf_ranker
+from cluster.memory.models import MemoryWrite
 from cluster.memory.policy import RankingPolicy
-from cluster.memory.service import MemoryService
-from cluster.storage.db import Database
-from cluster.storage.migrate import upgrade
-from cluster.storage.milvus import open_milvus
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "bench" / "locomo" / "locomo10_dev.json"
@@ -201,9 +194,6 @@ def score(ranked: Sequence[str], gold: Sequence[str]) -> tuple[float, float, flo
     return r5, r10, sess, mrr
 
 
-Ranker = Callable[[Conversation, int], list[str]]
-
-
 def evaluate(conversations: list[Conversation], ranker: Ranker) -> dict[str, Any]:
     per_cat: dict[int, list[tuple[float, float, float, float]]] = defaultdict(list)
     started = time.perf_counter()
@@ -227,57 +217,6 @@ def _mean(rows: list[tuple[float, float, float, float]]) -> dict[str, float]:
         return {"R@5": 0.0, "R@10": 0.0, "SessR@10": 0.0, "MRR@10": 0.0}
     m = np.mean(np.array(rows), axis=0)
     return {"R@5": float(m[0]), "R@10": float(m[1]), "SessR@10": float(m[2]), "MRR@10": float(m[3])}
-
-
-# ---------------------------------------------------------------------------------------- baselines
-
-
-def bm25_ranker(conversations: list[Conversation]) -> Ranker:
-    def tokens(text: str) -> list[str]:
-        return re.findall(r"\w+", text.lower())
-
-    indexes = {c.sample_id: BM25Okapi([tokens(t.item_text) for t in c.turns]) for c in conversations}
-
-    def rank(conv: Conversation, qi: int) -> list[str]:
-        scores = indexes[conv.sample_id].get_scores(tokens(conv.questions[qi].question))
-        return [conv.turns[i].dia_id for i in np.argsort(-scores, kind="stable")[:100]]
-
-    return rank
-
-
-def dense_ranker(conversations: list[Conversation], embedder: OnnxMiniLMEmbedder) -> Ranker:
-    vectors = {c.sample_id: np.asarray(embedder.embed([t.item_text for t in c.turns])) for c in conversations}
-    questions = {
-        c.sample_id: np.asarray(embedder.embed([q.question for q in c.questions])) if c.questions else None
-        for c in conversations
-    }
-
-    def rank(conv: Conversation, qi: int) -> list[str]:
-        q = questions[conv.sample_id]
-        assert q is not None
-        scores = vectors[conv.sample_id] @ q[qi]
-        return [conv.turns[i].dia_id for i in np.argsort(-scores, kind="stable")[:100]]
-
-    return rank
-
-
-def rrf_ranker(first: Ranker, second: Ranker, k: float = 60.0) -> Ranker:
-    def rank(conv: Conversation, qi: int) -> list[str]:
-        fused: dict[str, float] = defaultdict(float)
-        for ranking in (first(conv, qi), second(conv, qi)):
-            for r, dia_id in enumerate(ranking):
-                fused[dia_id] += 1.0 / (k + r + 1)
-        return sorted(fused, key=lambda d: -fused[d])
-
-    return rank
-
-
-def memory_ranker(service: MemoryService, owner_suffix: str = "") -> Ranker:
-    def rank(conv: Conversation, qi: int) -> list[str]:
-        request = MemoryQuery(query=conv.questions[qi].question, top_k=10)
-        return [hit.memory.key for hit in service.run_query(conv.sample_id + owner_suffix, request).hits]
-
-    return rank
 
 
 # -------------------------------------------------------------------------------------------- main
@@ -315,17 +254,8 @@ def main() -> None:
 
     conversations = load(args.data)
     n_turns = sum(len(c.turns) for c in conversations)
-    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        url = args.database_url or f"sqlite:///{Path(tmp) / 'memory.db'}"
-        upgrade(url)
-        database = Database(url)
-        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
-        embedder = OnnxMiniLMEmbedder(threads=1, quantized=not args.fp32)
-        embedder.embed(["warm up"])
-        index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection="locomo")
-        index.reset()
-        service = MemoryService(database, embedder, index)
-
+    with open_memory("locomo", database_url=args.database_url, fp32=args.fp32) as memory:
+        service, embedder = memory.service, memory.embedder
         started = time.perf_counter()
         for conv in conversations:
             service.apply_writes(conv.sample_id, memory_writes(conv))
@@ -335,8 +265,7 @@ def main() -> None:
         results["memory (hybrid)"] = evaluate(conversations, memory_ranker(service))
         # Ablations: each stage after fusion off in turn, then fusion alone (the previous default).
         for name, change in ABLATIONS.items():
-            variant = MemoryService(database, embedder, index, ranking=RankingPolicy(**change))
-            results[name] = evaluate(conversations, memory_ranker(variant))
+            results[name] = evaluate(conversations, memory_ranker(memory.variant(RankingPolicy(**change))))
         # The same turns written one call each, as an agent writes them over MCP (separate owners):
         # each turn's neighbours must come out as in one batch.
         for conv in conversations:
@@ -371,8 +300,6 @@ def main() -> None:
         results["baseline BM25 (rank_bm25)"] = evaluate(conversations, bm25)
         results["baseline dense MiniLM"] = evaluate(conversations, dense)
         results["baseline RRF(BM25, dense)"] = evaluate(conversations, rrf_ranker(bm25, dense))
-        milvus.close()
-        database.dispose()
 
     n_questions = sum(len(c.questions) for c in conversations)
     print(f"LoCoMo {args.data.name}: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions")
