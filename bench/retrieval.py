@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,7 +28,7 @@ from cluster.core.ports import Embedder
 from cluster.embedding import OnnxMiniLMEmbedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery
-from cluster.memory.policy import RankingPolicy
+from cluster.memory.policy import MemoryLimits, RankingPolicy
 from cluster.memory.repository.versions import Versions
 from cluster.memory.service import MemoryService
 from cluster.storage.db import Database
@@ -104,11 +105,17 @@ def rrf_ranker(first: Ranker, second: Ranker, k: float = 60.0) -> Ranker:
     return rank
 
 
-def memory_ranker(service: MemoryService, owner_suffix: str = "") -> Ranker:
-    """The memory service's top 10 keys."""
+def memory_ranker(
+    service: MemoryService,
+    owner_suffix: str = "",
+    *,
+    now: Callable[[Corpus, int], datetime | None] | None = None,
+) -> Ranker:
+    """The memory service's top 10 keys; ``now`` gives a question's own time (``MemoryQuery.now``)."""
 
     def rank(corpus: Corpus, qi: int) -> list[str]:
-        request = MemoryQuery(query=corpus.questions[qi].question, top_k=10)
+        at = now(corpus, qi) if now is not None else None
+        request = MemoryQuery(query=corpus.questions[qi].question, top_k=10, now=at)
         return [hit.memory.key for hit in service.run_query(corpus.sample_id + owner_suffix, request).hits]
 
     return rank
@@ -139,28 +146,46 @@ class Memory:
     embedder: Embedder
     index: MilvusMemoryIndex
     service: MemoryService
+    reused: bool = False
+    """The stores held a previous run's writes (``open_memory(keep=...)``)."""
 
     def variant(self, ranking: RankingPolicy) -> MemoryService:
         """The same memories ranked under another policy."""
-        return MemoryService(self.database, self.embedder, self.index, ranking=ranking)
+        return MemoryService(
+            self.database, self.embedder, self.index, ranking=ranking, embedder_name=self.service.embedder_name
+        )
 
 
 @contextmanager
 def open_memory(
-    collection: str, *, database_url: str | None = None, embedder: Embedder | None = None, fp32: bool = False
+    collection: str,
+    *,
+    database_url: str | None = None,
+    embedder: Embedder | None = None,
+    fp32: bool = False,
+    keep: Path | None = None,
+    limits: MemoryLimits | None = None,
 ) -> Iterator[Memory]:
+    """The stores in a temporary directory, or in ``keep``: kept after the run, and opened as they
+    are when they already hold a run's writes (``Memory.reused``), to rank them again without writing."""
     with tempfile.TemporaryDirectory(prefix=f"{collection}-") as tmp:
-        url = database_url or f"sqlite:///{Path(tmp) / 'memory.db'}"
+        where = keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        reused = (where / "memory.db").exists() and database_url is None
+        url = database_url or f"sqlite:///{where / 'memory.db'}"
         upgrade(url)
         database = Database(url)
-        milvus = open_milvus(str(Path(tmp) / "milvus.db"))
+        milvus = open_milvus(str(where / "milvus.db"))
         if embedder is None:
             embedder = OnnxMiniLMEmbedder(threads=1, quantized=not fp32)
             embedder.embed(["warm up"])
         index = MilvusMemoryIndex(milvus, dimension=embedder.dimension, collection=collection)
-        index.reset()
+        if not reused:
+            index.reset()
         try:
-            yield Memory(database, embedder, index, MemoryService(database, embedder, index))
+            # Named as a deployment names it: the owners' words are then shared through SQL, not per service.
+            service = MemoryService(database, embedder, index, limits=limits, embedder_name=f"bench:{collection}")
+            yield Memory(database, embedder, index, service, reused)
         finally:
             milvus.close()
             database.dispose()
@@ -171,6 +196,7 @@ class StoredVectors:
     once per text (a LongMemEval run embeds ~45k turns; a second run of the bench embeds none).
 
     Texts are keyed by their SHA-1; :meth:`save` writes the file (``.npz``) when new texts were embedded.
+    A call with one text, as a query makes, always goes to the model: a query's embedding stays timed.
     """
 
     def __init__(self, model: Embedder, path: Path | None) -> None:
@@ -187,6 +213,8 @@ class StoredVectors:
         return self.model.dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if len(texts) == 1:
+            return self.model.embed(texts)
         keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
         missing = list(dict.fromkeys((k, t) for k, t in zip(keys, texts, strict=True) if k not in self.vectors))
         if missing:

@@ -103,6 +103,10 @@ def main() -> None:
         time_boost=0,
         session_weight=0,
         expansion_weight=0,
+        role_boost=0,
+        recency_boost=0,
+        coverage_decay=1,
+        time_slack=0,
     )
     default_scores = [recall_at_10(item, default) for item in gathered[default.entity_terms_lexical]]
     shipped = RankingPolicy()

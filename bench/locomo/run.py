@@ -42,6 +42,10 @@ FUSION_ONLY: dict[str, Any] = {
     "when_boost": 0.0,
     "session_weight": 0.0,
     "expansion_weight": 0.0,
+    "role_boost": 0.0,
+    "recency_boost": 0.0,
+    "coverage_decay": 1.0,
+    "time_slack": 0.0,
 }
 ABLATIONS: dict[str, dict[str, Any]] = {
     "memory, no query expansion": {"expansion_weight": 0.0},
@@ -49,6 +53,9 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "memory, entity boost only (names kept in the lexical query)": {"entity_terms_lexical": True},
     "memory, no temporal stage": {"time_boost": 0.0, "when_boost": 0.0},
     "memory, no session evidence": {"session_weight": 0.0},
+    "memory, no role stage": {"role_boost": 0.0},
+    "memory, no recency stage": {"recency_boost": 0.0},
+    "memory, no coverage stage": {"coverage_decay": 1.0},
     "memory, fusion only (dense 0.6)": FUSION_ONLY,
     "memory, fusion only (previous default)": {**FUSION_ONLY, "dense_weight": 0.4},
     "memory, lexical stage only": {**FUSION_ONLY, "dense_weight": 0.0},

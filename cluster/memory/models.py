@@ -70,6 +70,13 @@ class MemoryQuery(Frozen):
     valid_at: DateTime | None = Field(
         default=None, description="Only memories in effect at this time (default: as_of, or now)."
     )
+    now: DateTime | None = Field(
+        default=None,
+        description=(
+            "The moment the query is asked at: its 'last week', '3 days ago' are read from it "
+            "(default: as_of, or the present). It filters nothing."
+        ),
+    )
 
 
 class MatchExplanation(Frozen):

@@ -168,7 +168,7 @@ class Queries:
         owner = search.owner
         searching = self._searches.submit(self._search, owner, request.query, vis)
         vocabulary = self.vocabularies.vocabulary(owner, search.entity_names, generation)
-        plan = plan_query(request.query, vocabulary, (request.as_of or now).date())
+        plan = plan_query(request.query, vocabulary, (request.now or request.as_of or now).date())
         if policy.expansion_weight > 0:
             plan = plan.model_copy(
                 update={"expansions": self._expansions(search, request.query, vocabulary, generation)}

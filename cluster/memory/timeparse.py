@@ -88,7 +88,8 @@ _YEAR_PART_WORDS = _parts(YEAR_PARTS)
 
 # Order matters: the longer, more specific patterns claim their words first.
 # A timestamp's date too: "2023-05-08T13:56:00Z" has no word boundary between its day and "T".
-_ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<month>[01]\d)-(?P<day>[0-3]\d)(?:\b|(?=T\d))")
+# The year first, so slashes are as plain: "2023/05/08 (Mon) 13:56", as chat logs write it.
+_ISO = re.compile(r"\b(?P<year>(?:19|20)\d\d)(?P<sep>[-/])(?P<month>[01]\d)(?P=sep)(?P<day>[0-3]\d)(?:\b|(?=T\d))")
 # "8 May, 2023", "May 8 2023", "December 1,2023": a comma, a space or both before the year.
 _TO_YEAR = r"(?:,\s*|\s+)"
 _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_TO_YEAR}{_YEAR}\b", re.I)

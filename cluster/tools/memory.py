@@ -164,6 +164,9 @@ async def memory_query(
     top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
     include_history: Annotated[StrictBool, Field(description="Also superseded versions, marked as such.")] = False,
     as_of: Annotated[DateTime | None, Field(description="As memory stood at this time; default now.")] = None,
+    now: Annotated[
+        DateTime | None, Field(description="What 'last week', '3 days ago' count from; default as_of or now.")
+    ] = None,
     detail: Annotated[StrictBool, Field(description="Also return whole memories and why each matched.")] = False,
 ) -> Annotated[CallToolResult, MemoryQueryResult]:
     """Recall long-term memories, ranked by meaning and words. One line per memory: key, value, day, the
@@ -173,7 +176,13 @@ async def memory_query(
     owner = box.owner(ctx)
     with tool_errors():
         request = MemoryQuery(
-            query=query, entity=entity, scope=scope, top_k=top_k, include_history=include_history, as_of=as_of
+            query=query,
+            entity=entity,
+            scope=scope,
+            top_k=top_k,
+            include_history=include_history,
+            as_of=as_of,
+            now=now,
         )
     start = time.perf_counter()
     # Each query on its own thread, embedded there beside its lexical stage (a hot-cache hit

@@ -43,6 +43,12 @@ class RankingPolicy(Frozen):
     time_boost: float = Field(
         default=1.5, ge=0, le=10, description="Score factor (1 + x) for memories in a time the query names."
     )
+    time_slack: float = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="A relative time ('10 days ago') is widened by this share of its distance (0: read exactly).",
+    )
     when_boost: float = Field(
         default=1.0, ge=0, le=10, description='Score factor (1 + x) for memories stating a time, for "when" questions.'
     )
@@ -50,6 +56,24 @@ class RankingPolicy(Frozen):
         default=0.5, ge=0, le=10, description="Share of its session's best scores a memory gains."
     )
     session_top: int = Field(default=3, ge=1, le=50, description="How many of a session's best candidates count.")
+    role_boost: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Score factor (1 + x) for chat turns of the side the query asks about (0: off).",
+    )
+    recency_boost: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Score factor up to (1 + x) for the latest of the candidates, by day (0: off).",
+    )
+    coverage_decay: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Score factor x**n for a memory whose session has n better candidates (1: off).",
+    )
     expansion_weight: float = Field(
         default=0.4, ge=0, description="Fusion weight of the expansion words' ranking (0: no expansion)."
     )

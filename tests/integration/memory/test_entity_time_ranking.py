@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import select, update
 
 from cluster.core.ports import Embedder
@@ -20,7 +21,16 @@ from tests.integration.memory.conftest import T0
 
 pytestmark = pytest.mark.milvus
 
-FUSION_ONLY = RankingPolicy(entity_boost=0, entity_terms_lexical=True, time_boost=0, when_boost=0, session_weight=0)
+FUSION_ONLY = RankingPolicy(
+    entity_boost=0,
+    entity_terms_lexical=True,
+    time_boost=0,
+    when_boost=0,
+    session_weight=0,
+    role_boost=0,
+    recency_boost=0,
+    coverage_decay=1,
+)
 
 
 def said(key: str, speaker: str, text: str, day: str) -> MemoryWrite:
@@ -76,6 +86,31 @@ def test_a_time_in_the_question_selects_memories_of_that_time(services: tuple[Me
     assert hit.memory.key == "race-may"
     assert hit.why.time == "memory date"
     assert {"entity", "time"} <= set(hit.why.stages)
+
+
+def test_relative_times_are_read_from_the_querys_own_now(services: tuple[MemoryService, MemoryService]) -> None:
+    staged, _ = services
+    question = "Which charity race did Jon run two weeks ago?"
+
+    def asked(now: datetime | None) -> MemoryHit:
+        return staged.run_query("team", MemoryQuery(query=question, top_k=3, now=now), now=T0).hits[0]
+
+    # Asked on 28 May 2023, "two weeks ago" is 8-14 May: the race of 14 May.
+    may = asked(datetime(2023, 5, 28, tzinfo=UTC))
+    assert (may.memory.key, may.why.time) == ("race-may", "memory date")
+    # Asked on 16 April 2023, it is the race of 2 April; and both stay visible, for ``now`` filters nothing.
+    april = asked(datetime(2023, 4, 16, tzinfo=UTC))
+    assert (april.memory.key, april.why.time) == ("race-april", "memory date")
+    # Without it, the query's time is the clock's (T0, 2026): no memory is of two weeks before.
+    assert asked(None).why.time is None
+
+
+def test_a_query_time_that_is_no_time_is_refused_naming_the_field() -> None:
+    for bad in ("last tuesday", "2023-13-01", "", 1685000000):
+        with pytest.raises(ValidationError) as refused:
+            MemoryQuery(query="what did I buy?", now=bad)
+        assert refused.value.errors()[0]["loc"] == ("now",)
+    assert MemoryQuery(query="q", now="2023-05-28T10:00:00Z").now == datetime(2023, 5, 28, 10, tzinfo=UTC)
 
 
 def test_entity_names_are_the_distinct_strings_an_owners_memories_name(

@@ -26,7 +26,9 @@ from cluster.memory.ranking.stages.fusion import fuse
 from cluster.memory.timeparse import Interval
 
 DAY = date(2023, 5, 9)
-FUSION_ONLY = RankingPolicy(entity_boost=0, time_boost=0, when_boost=0, session_weight=0)
+FUSION_ONLY = RankingPolicy(
+    entity_boost=0, time_boost=0, when_boost=0, session_weight=0, role_boost=0, recency_boost=0, coverage_decay=1
+)
 
 
 def only(**stage: float) -> RankingPolicy:
@@ -197,6 +199,81 @@ def test_memories_without_a_session_support_each_other_by_their_day() -> None:
     assert next(r.score for r in ranked.top if r.seq == 1) == fused[1] + day_support
 
 
+def test_the_latest_of_memories_about_the_same_thing_ranks_first_and_the_earlier_stay() -> None:
+    # A fact that changed: the January memory matches the words better, the June one is in effect.
+    facts = {
+        1: fact(1, text="My car is a Honda Civic", day=date(2023, 1, 10), session="jan"),
+        2: fact(2, text="My car is a Tesla now", day=date(2023, 6, 1), session="jun"),
+        3: fact(3, text="The weather was nice", day=date(2023, 3, 1), session="mar"),
+    }
+    assert order([1, 2, 3], [1, 2, 3], facts, QueryPlan(), FUSION_ONLY) == [1, 2, 3]
+    ranked = ranking([1, 2, 3], [1, 2, 3], facts, QueryPlan(), only(recency_boost=0.5))
+    seqs = [r.seq for r in ranked.top]
+    assert seqs[0] == 2
+    assert 1 in seqs
+    assert "recency" in ranked.explain(2)["stages"]
+    assert "recency" not in ranked.explain(1)["stages"]  # the earliest day gains nothing
+    # All on one day: nothing is later than anything else.
+    same_day = {seq: fact(seq) for seq in (1, 2, 3)}
+    assert order([1, 2, 3], [1, 2, 3], same_day, QueryPlan(), only(recency_boost=0.5)) == [1, 2, 3]
+
+
+def test_a_question_about_the_askers_own_life_ranks_their_turns_above_the_assistants() -> None:
+    vocabulary = Vocabulary(["user", "assistant"])
+    mine = plan_query("What size is my new TV?", vocabulary, DAY)
+    said = plan_query("Can you remind me of the deli you recommended near the Vatican?", vocabulary, DAY)
+    assert (mine.asks_of, said.asks_of) == ("person", "assistant")
+    assert plan_query("What did Gina paint?", Vocabulary(["Gina"]), DAY).asks_of is None
+    # The assistant's long answer about TVs matches better by words than the user's short turn.
+    facts = {1: fact(1, speaker="assistant"), 2: fact(2, speaker="user"), 3: fact(3, speaker="Gina")}
+    assert order([1, 2, 3], [1, 2, 3], facts, mine, FUSION_ONLY) == [1, 2, 3]
+    assert order([1, 2, 3], [1, 2, 3], facts, mine, only(role_boost=0.5)) == [2, 1, 3]
+    assert order([1, 2, 3], [2, 1, 3], facts, said, only(role_boost=0.5))[0] == 1
+    # Between two named people there is no chat role: nothing moves.
+    named = {seq: fact(seq, speaker=name) for seq, name in ((1, "Jon"), (2, "Gina"), (3, "Gina"))}
+    assert order([1, 2, 3], [1, 2, 3], named, mine, only(role_boost=0.5)) == [1, 2, 3]
+
+
+def test_a_relative_time_in_the_query_is_read_loosely_an_absolute_one_exactly() -> None:
+    asked = date(2023, 5, 28)
+    plan = plan_query("What did I buy 10 days ago, in May 2023?", Vocabulary(), asked)
+    assert plan.relative == (Interval.day(date(2023, 5, 18)),)  # "May 2023" is not relative
+    facts = {1: fact(1, day=date(2023, 5, 16)), 2: fact(2, day=date(2023, 4, 28))}
+    exact = ranking([2, 1], [2, 1], facts, plan.model_copy(update={"intervals": plan.relative}), only(time_boost=1.0))
+    assert [r.seq for r in exact.top] == [2, 1]  # 16 May is not the 18th
+    loose = ranking(
+        [2, 1],
+        [2, 1],
+        facts,
+        plan.model_copy(update={"intervals": plan.relative}),
+        only(time_boost=1.0, time_slack=0.25),
+    )
+    assert [r.seq for r in loose.top] == [1, 2]
+    assert loose.explain(1)["time"] == "memory date"
+
+
+def test_coverage_gives_the_next_places_to_other_sessions_before_more_of_one() -> None:
+    # Four turns of session "a" lead both lists; "b" and "c" each hold one good turn.
+    facts = {
+        1: fact(1, session="a"),
+        2: fact(2, session="a"),
+        3: fact(3, session="a"),
+        4: fact(4, session="a"),
+        5: fact(5, session="b"),
+        6: fact(6, session="c"),
+    }
+    found = [1, 2, 3, 4, 5, 6]
+    assert order(found, found, facts, QueryPlan(), FUSION_ONLY)[:3] == [1, 2, 3]
+    ranked = ranking(found, found, facts, QueryPlan(), only(coverage_decay=0.5), limit=3)
+    assert [r.seq for r in ranked.top] == [1, 5, 6]
+    # A mild decay keeps a session far ahead in front: its second turn still beats "c"'s first.
+    mild = order(found, found, facts, QueryPlan(), only(coverage_decay=0.95))
+    assert mild.index(2) < mild.index(6)
+    # Without sessions, memories of one day count as one.
+    undated = {seq: CandidateFacts(seq=seq, day=DAY if seq < 5 else date(2023, 5, 10)) for seq in found}
+    assert order(found, found, undated, QueryPlan(), only(coverage_decay=0.5))[:2] == [1, 5]
+
+
 def test_facts_come_from_metadata_before_the_stored_fields() -> None:
     written = datetime(2026, 1, 1, tzinfo=UTC)
     meta = {"speaker": "Gina", "session": 3, "session_date_time": "8 May, 2023"}
@@ -242,7 +319,18 @@ def test_holds_reads_possessives_and_case_as_words() -> None:
 
 
 def test_the_registry_runs_the_searches_then_fusion_then_the_stages_after_it() -> None:
-    assert [stage.name for stage in STAGES] == ["dense", "lexical", "expansion", "fusion", "entity", "time", "session"]
+    assert [stage.name for stage in STAGES] == [
+        "dense",
+        "lexical",
+        "expansion",
+        "fusion",
+        "entity",
+        "time",
+        "session",
+        "role",
+        "recency",
+        "coverage",
+    ]
 
 
 def test_fusion_sums_the_rankings_it_is_given_and_skips_those_without_weight() -> None:

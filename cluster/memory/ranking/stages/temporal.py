@@ -6,7 +6,7 @@ of time ("for 3 years", "since I was 17"): that is where the answer is written."
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from datetime import date
+from datetime import date, timedelta
 from functools import lru_cache
 
 from cluster.memory.policy.ranking import RankingPolicy
@@ -42,6 +42,8 @@ class Temporal(Stage):
         plan, scores, facts = board.plan, board.scores, board.facts
         if plan.yearless:
             plan = _in_candidate_years(plan, facts.values())
+        if plan.relative and board.policy.time_slack > 0:
+            plan = _widened(plan, board.policy.time_slack)
         if plan.intervals and plan.asks_when and not any(_time_match(facts[s], plan) for s in scores if s in facts):
             # A time no candidate falls in says nothing about them ("When did she go camping in June?"
             # asked years after the conversation reads as this June): what answers "when" still does.
@@ -83,6 +85,22 @@ def _in_candidate_years(plan: QueryPlan, facts: Iterable[CandidateFacts]) -> Que
             except ValueError:
                 continue  # 29 February of a common year
     return plan.model_copy(update={"intervals": plan.intervals + tuple(moved), "yearless": ()})
+
+
+def _widened(plan: QueryPlan, slack: float) -> QueryPlan:
+    """The plan with its relative times widened by ``slack`` times their distance from the anchor
+    (at least a day each way, never past the anchor): "10 days ago" is rarely exactly ten."""
+    anchor = plan.anchor
+    if anchor is None:
+        return plan
+    wide = []
+    for interval in plan.intervals:
+        if interval in plan.relative:
+            pad = timedelta(days=max(1, round(slack * abs((anchor - interval.end).days))))
+            end = max(interval.end, min(interval.end + pad, anchor))
+            interval = Interval(start=interval.start - pad, end=end)
+        wide.append(interval)
+    return plan.model_copy(update={"intervals": tuple(wide), "relative": ()})
 
 
 def _time_match(fact: CandidateFacts, plan: QueryPlan) -> str | None:
