@@ -180,12 +180,12 @@ def main() -> None:
         print(f"index {args.index_type}")
         embedder.table.clear()  # queries below are embedded by the model, every time
 
-        # A process's first query of an owner embeds the owner's distinct words (the expansion's term space).
+        # The first query after the writes: they left the owner's term space (its distinct words, embedded) ready.
         started = time.perf_counter()
         service.run_query(OWNER, MemoryQuery(query=queries[0], top_k=10))
         first = (time.perf_counter() - started) * 1000
         words = len(service.terms.space(OWNER, lambda after: ([], after)))
-        print(f"first query in this process: {first:.0f} ms (a term space of {words} words, embedded)")
+        print(f"first query after the writes: {first:.0f} ms (a term space of {words} words, made by the writes)")
         assert service.words is not None
         service.words.wait()
         # Another process's first query: the same words, read from SQL instead of embedded.

@@ -16,6 +16,7 @@ serves an answer staler than its tag. Then:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,8 @@ from cluster.memory.repository.rows import StoredMemory
 from cluster.memory.repository.search import Search, Visibility
 from cluster.memory.word_store import SharedWordVectors
 from cluster.storage.db import Database
+
+logger = logging.getLogger(__name__)
 
 #: Milvus is asked for at most this many neighbours when SQL's filters drop too many of the first ones.
 MAX_DENSE_CANDIDATES = 4096
@@ -138,6 +141,29 @@ class Queries:
             return self._gather(
                 Search(session, owner, self.db.dialect), request, vis, now, generation=None, all_facts=True
             )
+
+    def prepare(self, owner: str) -> None:
+        """Bring what the owner's next query reads of this process up to its latest writes: its entity
+        vocabulary and its expansion term space, with the vectors of the words it has not seen yet.
+
+        Called once writes are acknowledged, so the first query after a burst of writes does not
+        embed their thousands of new words itself (seconds for a few hundred chat turns). The words'
+        vectors go to the shared word store too, for the other processes' first queries. The writes
+        are stored already: a failure here is logged, and the next query does the same work itself.
+        """
+        try:
+            self._prepare(owner)
+        except Exception:
+            logger.exception("could not prepare the next query of owner %r; it will do so itself", owner)
+
+    def _prepare(self, owner: str) -> None:
+        with self.db.read() as session:
+            search = Search(session, owner, self.db.dialect)
+            generation = search.generation()
+            self.vocabularies.vocabulary(owner, search.entity_names, generation)
+            if self.ranking.expansion_weight > 0:
+                read = partial(self.words.read, session) if self.words else None
+                self.terms.space(owner, search.texts_after, generation, read=read)
 
     def _flush_in_background(self) -> None:
         try:

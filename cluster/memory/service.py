@@ -154,20 +154,27 @@ class MemoryService:
 
     def apply_write(self, owner: str, request: MemoryWrite, *, now: datetime | None = None) -> MemoryWriteResult:
         """One write (what ``memory_write`` sends, without the batching of concurrent calls)."""
-        return self.writes.write(owner, [request], now=now)[0]
+        written = self.writes.write(owner, [request], now=now)[0]
+        self.queries.prepare(owner)
+        return written
 
     def apply_writes(
         self, owner: str, requests: Sequence[MemoryWrite], *, now: datetime | None = None
     ) -> list[MemoryWriteResult]:
         """Write many memories in one unit of work with one embedding batch (bulk ingest)."""
-        return self.writes.write(owner, requests, now=now)
+        written = self.writes.write(owner, requests, now=now)
+        self.queries.prepare(owner)
+        return written
 
     def apply_write_batch(
         self, items: Sequence[tuple[str, MemoryWrite]], *, now: datetime | None = None
     ) -> list[MemoryWriteResult | HindsightError]:
         """The ``memory_write`` tool's concurrent calls: one unit of work per owner, each write's
         result or the error that refused it, in order."""
-        return self.writes.write_batch(items, now=now)
+        written = self.writes.write_batch(items, now=now)
+        for owner in dict.fromkeys(owner for owner, _ in items):
+            self.queries.prepare(owner)
+        return written
 
     def apply_update(self, owner: str, request: MemoryUpdate, *, now: datetime | None = None) -> MemoryWriteResult:
         """The ``memory_update`` tool. Raises ``NotFound`` (unknown for this owner) or ``Conflict`` (superseded)."""

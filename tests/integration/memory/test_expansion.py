@@ -140,6 +140,25 @@ def test_word_vectors_are_embedded_once_for_every_process(
     assert "puppy" in other.texts
 
 
+def test_the_writes_leave_the_next_querys_term_space_ready(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    counting = Counting(embedder)
+    service = MemoryService(database, counting, index, cache_bytes=0)
+    service.apply_writes("burst", [MemoryWrite(key=k, value=f"{who}: {text}") for k, who, text in SAID], now=T0)
+    assert "puppy" in service.terms.space("burst", lambda after: ([], after))
+    counting.texts.clear()
+    # The first query embeds itself and its own words, none of the owner's: the writes did that.
+    result = service.run_query("burst", MemoryQuery(query=QUESTION, top_k=3), now=T0)
+    assert "puppy" in result.expansions
+    assert counting.texts[0] == QUESTION
+    assert not {"puppy", "shelter", "couch", "accountant"} & set(counting.texts)
+    # One more write: only its new words are embedded, at the write.
+    service.apply_write("burst", MemoryWrite(key="kitten", value="Caroline: We adopted a kitten."), now=T0)
+    assert "kitten" in counting.texts
+    assert "kitten" in service.terms.space("burst", lambda after: ([], after))
+
+
 def test_held_words_are_words_of_a_memorys_text_alone(
     database: Database, embedder: Embedder, index: MilvusMemoryIndex
 ) -> None:
