@@ -77,9 +77,11 @@ def bm25_ranker(corpora: Sequence[Corpus]) -> Ranker:
     return rank
 
 
-def dense_ranker(corpora: Sequence[Corpus], embedder: Embedder) -> Ranker:
-    """Cosine similarity of the same MiniLM vectors, every turn scored."""
-    vectors = {c.sample_id: np.asarray(embedder.embed([t.item_text for t in c.turns])) for c in corpora}
+def dense_ranker(corpora: Sequence[Corpus], embedder: Embedder, text_of: Callable[[Turn], str] | None = None) -> Ranker:
+    """Cosine similarity of the same MiniLM vectors, every turn scored; ``text_of`` is what a turn's
+    vector is made of (default its ``item_text``)."""
+    read = text_of or (lambda t: t.item_text)
+    vectors = {c.sample_id: np.asarray(embedder.embed([read(t) for t in c.turns])) for c in corpora}
     questions = {
         c.sample_id: np.asarray(embedder.embed([q.question for q in c.questions])) if c.questions else None
         for c in corpora

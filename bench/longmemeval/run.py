@@ -42,6 +42,7 @@ from bench.retrieval import (
     rrf_ranker,
 )
 from cluster.embedding import OnnxMiniLMEmbedder
+from cluster.memory.entities import embedded_text
 from cluster.memory.models import MemoryWrite
 from cluster.memory.policy import MemoryLimits, RankingPolicy
 from cluster.memory.service import MemoryService
@@ -295,7 +296,8 @@ def main() -> None:
         # Asked without its own time: relative phrases are read against the clock's today.
         results["memory, no question time (now)"] = evaluate(haystacks, memory_ranker(memory.service))
         bm25 = bm25_ranker(haystacks)
-        dense = dense_ranker(haystacks, stored)
+        # The turns' vectors as the memory holds them (the speaker said), so the baseline reads the same ones.
+        dense = dense_ranker(haystacks, stored, lambda t: embedded_text(t.item_text, {"speaker": t.role}))
         stored.save()
         results["baseline BM25 (rank_bm25)"] = evaluate(haystacks, bm25)
         results["baseline dense MiniLM"] = evaluate(haystacks, dense)

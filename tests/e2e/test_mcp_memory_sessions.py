@@ -137,6 +137,8 @@ async def test_the_tools_say_their_defaults(client: Client, services: Services) 
         ("memory_observe", {"session_id": "s1", "text": "hi", "speaker": "x" * 201}, "speaker"),
         ("memory_observe", {"session_id": "s1", "text": "hi\x00"}, "NUL"),
         ("memory_end_session", {"session_id": ""}, "session_id"),
+        ("memory_query", {"query": "what did I buy?", "now": "last tuesday"}, "now"),
+        ("memory_query", {"query": "what did I buy?", "now": "2023-13-01"}, "now"),
     ],
 )
 async def test_bad_calls_say_what_was_wrong(

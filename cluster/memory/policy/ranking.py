@@ -22,7 +22,9 @@ class RankingPolicy(Frozen):
     cosine scale (chosen with the offline MiniLM).
     The defaults were chosen by cross-validation on the LoCoMo development split (constants picked
     on three conversations, scored on the other two, all ten splits; ``bench/locomo/cv.py`` and
-    docs/benchmarks.md).
+    docs/benchmarks.md); those of the stages after session evidence (role, recency, coverage, the
+    relative times' slack) on LongMemEval-S development questions (``bench/longmemeval/cv.py``): the
+    role stage was chosen there, the others never were and stay off.
     """
 
     rrf_k: float = Field(default=20.0, gt=0)
@@ -57,7 +59,7 @@ class RankingPolicy(Frozen):
     )
     session_top: int = Field(default=3, ge=1, le=50, description="How many of a session's best candidates count.")
     role_boost: float = Field(
-        default=0.0,
+        default=0.5,
         ge=0,
         le=10,
         description="Score factor (1 + x) for chat turns of the side the query asks about (0: off).",
