@@ -164,9 +164,7 @@ async def memory_query(
     top_k: Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description=f"How many (at most {MAX_TOP_K}).")] = 5,
     include_history: Annotated[StrictBool, Field(description="Also superseded versions, marked as such.")] = False,
     as_of: Annotated[DateTime | None, Field(description="As memory stood at this time; default now.")] = None,
-    now: Annotated[
-        DateTime | None, Field(description="What 'last week', '3 days ago' count from; default as_of or now.")
-    ] = None,
+    now: Annotated[DateTime | None, Field(description="Reads 'last week' from it; default as_of.")] = None,
     detail: Annotated[StrictBool, Field(description="Also return whole memories and why each matched.")] = False,
 ) -> Annotated[CallToolResult, MemoryQueryResult]:
     """Recall long-term memories, ranked by meaning and words. One line per memory: key, value, day, the
