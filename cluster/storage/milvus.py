@@ -345,7 +345,14 @@ def open_milvus(
             # Opened in-process: pymilvus' engine would create these under the umask (0644).
             private_file(path)
             private_file(lock_file(path))
-    kwargs: dict[str, Any] = {"uri": uri, "timeout": timeout}
+    # pymilvus pings every 10 s even with no call in flight; Milvus answers an idle client's pings
+    # with a GOAWAY ("too_many_pings") and a log line in every process. A call in flight is still
+    # pinged; an idle connection that broke is found by its next call, which gRPC retries.
+    kwargs: dict[str, Any] = {
+        "uri": uri,
+        "timeout": timeout,
+        "grpc_options": {"grpc.keepalive_permit_without_calls": False},
+    }
     if dedicated:
         kwargs["dedicated"] = True
     if token and not uri.endswith(".db"):
