@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint postgres notebook console-screenshots
+.PHONY: demo test lint postgres chromium notebook console-screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,11 @@ $(PROXY_SERVERS)/node_modules/.installed: $(PROXY_SERVERS)/package.json $(PROXY_
 	npm ci --prefix $(PROXY_SERVERS) --no-audit --no-fund
 	touch $@
 
-test: lint postgres $(PROXY_SERVERS)/node_modules/.installed
+# The console's browser test drives Debian's chromium through Playwright (tests/e2e/console): installed when missing.
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: lint postgres chromium $(PROXY_SERVERS)/node_modules/.installed
 	RAY_AUTH_MODE=disabled $(BIN)/pytest
 
 # Runs notebooks/ on the demo's data (run `make demo` first for the full picture) and saves its plots in docs/notebook/.
