@@ -64,5 +64,7 @@ def test_a_port_another_process_holds_is_refused_naming_the_holder(
         started.append(serve)
         assert serve.process.wait(180) != 0
     output = serve.output()
-    assert f"PortInUse: 127.0.0.1:{port} is already in use by another process" in output
-    assert "(pid " in output
+    # One line naming the port, its holder and what to do (a traceback only with -v).
+    assert f"error: 127.0.0.1:{port} is already in use by another process (pid " in output
+    assert "stop it or choose another port" in output
+    assert "Traceback" not in output
