@@ -6,6 +6,7 @@ from __future__ import annotations
 from bench.procedural.generated import family_seed, generated_episode
 from cluster.demo.env_base import Episode
 from cluster.demo.envs import FAMILIES
+from cluster.demo.envs import make_episode as hand_written
 
 
 def make_episode(family: str, seed: int, budget: int | None = None) -> Episode:
@@ -15,7 +16,7 @@ def make_episode(family: str, seed: int, budget: int | None = None) -> Episode:
         KeyError: Unknown family.
     """
     if family in FAMILIES:
-        return FAMILIES[family](seed, budget)
+        return hand_written(family, seed, budget)
     return generated_episode(family, seed, budget)
 
 
