@@ -14,7 +14,7 @@ minutes on two shared cores (12 CPU minutes); at 4 + 4 it took 36 (20 CPU minute
 and the learning grow faster than the episodes), over the half hour a run should take.
 
 Usage: ``python -m bench.procedural.generated_run [--families 200] [--seed-start 100] [--train 3]
-[--eval 3] [--rounds 3] [--out generated.json]``
+[--eval 3] [--rounds 3] [--conditions none replay naive hindsight] [--out generated.json]``
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from bench.procedural.run_local import local_services
 from cluster.core.ports import Embedder
 from cluster.demo.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
 from cluster.demo.harness import (
+    CONDITIONS,
     BenchConfig,
     ClientFactory,
     Condition,
@@ -206,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("generated.json"), help="where to write the JSON results")
     parser.add_argument("--data-dir", type=Path, default=None, help="service files (default: a temporary dir)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--conditions",
+        nargs="+",
+        choices=CONDITIONS,
+        default=list(CONDITIONS),
+        help="which conditions to run (comparisons need none, naive and hindsight)",
+    )
     args = parser.parse_args(argv)
     config = RunConfig(
         families=args.families,
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         eval_episodes=args.eval,
         rounds=args.rounds,
         seed=args.seed,
+        conditions=tuple(args.conditions),
     )
     progress = (lambda _: None) if args.quiet else _progress
     if args.data_dir is not None:
