@@ -13,9 +13,10 @@ the shortest condition a person would write. Its building blocks are *tests*, ea
   whose five values call for two actions gives each action its own set; and a rare outcome,
   three failures among twenty successes, still finds its values, though each is seen more often
   among the successes). Only strings of at most 64 characters and
-  booleans are categories; a feature with more than two values, at least two thirds of them
-  distinct among all runs of the decision point (ids, free text), is never used: it
-  separates anything and means nothing. Nor is a feature whose values are mostly ids, dates,
+  booleans are categories; a feature with more than two values where fewer than half the runs
+  of the decision point share their value with another run (ids, free text) is never used: it
+  separates anything and means nothing. A run is a situation: calls retried in one situation
+  count once. Nor is a feature whose values are mostly ids, dates,
   times, URLs, paths or free text (:data:`POINT_KINDS`): they name one thing or moment, so a
   set of them only memorises the runs it was learned on.
 
@@ -170,8 +171,11 @@ def categorical_features(runs: Iterable[Features]) -> frozenset[str]:
             continue
         # Booleans and strings never compare equal, so distinct values are distinct category keys.
         distinct = len(values)
-        # Two values always count as a category; beyond that, values must repeat (ids and free text don't).
-        if distinct >= 2 and (distinct <= 2 or 3 * distinct < 2 * values.total()):
+        # Two values always count as a category; beyond that, values must recur: at least half the
+        # runs share their value with another run (ids and free text never do, a field of eight
+        # values over a dozen runs mostly does).
+        recurring = sum(n for n in values.values() if n > 1)
+        if distinct >= 2 and (distinct <= 2 or 2 * recurring >= values.total()):
             out.add(feature)
     return frozenset(out)
 

@@ -117,8 +117,10 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
             failed.setdefault(obs.action, []).append(obs)
     findings = []
     decoys = sorted(set(failed) - set(succeeded))
-    # Every run of this decision point: it tells categories (values recur) from ids.
-    population = as_population([o.features for o in group])
+    # Every situation of this decision point, once: it tells categories (values recur) from ids.
+    # Calls retried in one situation share its context; counted per call, an id seen in a
+    # situation tried three times would look like a value that recurs.
+    population = as_population(list({_place(o): o.features for o in group}.values()))
     costs = {action: [o.cost for o in runs] for action, runs in succeeded.items()}
     for good in sorted(succeeded):
         for bad in sorted(succeeded):
@@ -322,7 +324,8 @@ def _condition(
     only dilute the real feature (or let a lucky threshold win). When only the avoided action
     flipped, it separates where that one failed from where it worked. When both did, it is the
     conjunction of the two (where the avoided action fails, and where the recommended one
-    works: the second predicate, an edge case), judged on all the runs together.
+    works: the second predicate, an edge case), judged on all the runs together; when that is
+    too imprecise, one rule (or alternatives) learned on all the runs together.
     """
     if not good_fail and not bad_ok:
         return ((),), 1.0
@@ -334,6 +337,28 @@ def _condition(
         if learned is None or learned.precision < MIN_PRECISION:
             return None
         return learned.alternatives, max(0.0, learned.strength)
+    halves = _halves(good_ok, bad_fail, good_fail, bad_ok, population)
+    if halves is not None:
+        return halves
+    # When the two tools split the situations between them (one works exactly where the other
+    # fails) by a rule on two features ("express and over 5 kg"), each half alone learns the same
+    # single test, which explains too little: the rule is found on the runs taken together.
+    together = learn_disjunction(
+        [o.features for o in good_ok + bad_fail], [o.features for o in good_fail + bad_ok], population=population
+    )
+    if together is None or together.precision < MIN_PRECISION:
+        return None
+    return together.alternatives, max(0.0, together.strength)
+
+
+def _halves(
+    good_ok: list[Observation],
+    bad_fail: list[Observation],
+    good_fail: list[Observation],
+    bad_ok: list[Observation],
+    population: Sequence[Features],
+) -> tuple[tuple[tuple[Predicate, ...], ...], float] | None:
+    """Where the avoided tool fails and where the recommended one works, joined (None: too imprecise)."""
     where_bad_fails = learn_condition(
         [o.features for o in bad_fail], [o.features for o in bad_ok], max_tests=1, population=population
     )
@@ -362,14 +387,22 @@ def also_avoid(tool: str, reason: str | None) -> str:
     return f"{ALSO_AVOID}{tool}: it failed here too" + (f" ({reason})" if reason else "")
 
 
+def also_avoided(caveat: str) -> str | None:
+    """The decoy an ``also avoid`` caveat names (None for any other caveat)."""
+    if not caveat.startswith(ALSO_AVOID):
+        return None
+    return caveat[len(ALSO_AVOID) :].split(":", 1)[0]
+
+
 def caveat_key(caveat: str) -> str:
     """What a caveat is about, without the run-specific values it lists.
 
     ``also avoid X: …`` → ``avoid X``; ``T failed when F was 1 or 2; requires F > 3`` → ``T failed
     when F``; anything else is its own key. Two caveats with one key say the same thing.
     """
-    if caveat.startswith(ALSO_AVOID):
-        return "avoid " + caveat[len(ALSO_AVOID) :].split(":", 1)[0]
+    decoy = also_avoided(caveat)
+    if decoy is not None:
+        return "avoid " + decoy
     if caveat.startswith(CHEAPER_WHERE):
         return caveat.split(":", 1)[0]  # the figures move from batch to batch; the point does not
     head, sep, _ = caveat.partition(" was ")

@@ -252,3 +252,45 @@ def test_a_css_selector_is_a_kept_constant_and_can_be_the_deciding_parameter() -
     assert template.avoid is not None
     assert template.avoid.render() == 'find_by_css(selector="div.grid")'
     assert_useful(template)
+
+
+def _send_run(run: int, flag: bool, size: int) -> Trajectory:
+    """One situation, its wrong call first, then the right one: both calls share the context."""
+    right = "send_fast" if flag and size > 5 else "send_safe"
+    wrong = "send_safe" if right == "send_fast" else "send_fast"
+    b = Builder(role="agent", task_type="send", task="Send a parcel")
+    root = b.add("load", context={"goal": "load the parcel"})
+    # `label` names this parcel alone: a short string, but a new one in every situation.
+    context = {"goal": "send it", "express": flag, "size": size, "label": f"text/x-{'abcdefghij'[run]}"}
+    for action in (wrong, right):
+        b.add(
+            action,
+            ["send_fast", "send_safe"],
+            parent=root,
+            status="success" if action == right else "failure",
+            context=context,
+            summary=None if action == right else "refused",
+        )
+    return b.build()
+
+
+def test_a_value_new_in_every_situation_is_no_category_however_often_the_situation_was_retried() -> None:
+    # Counted per call, each label appears twice and looks like a recurring category; a set of
+    # them then separates the runs with one test and beats the real two-test rule.
+    cases = [
+        (True, 10),
+        (True, 50),
+        (True, 200),
+        (True, 8),
+        (False, 100),
+        (False, 20),
+        (True, 2),
+        (True, 3),
+        (False, 1),
+    ]
+    templates = _templates(attribute_batch([_send_run(i, f, s) for i, (f, s) in enumerate(cases)]))
+    fast = [t for t in templates if t.recommended.tool == "send_fast" and t.avoid and t.avoid.tool == "send_safe"]
+    assert fast
+    for template in templates:
+        assert all(p.feature != "label" for p in template.condition.predicates), template.render()
+    assert {p.feature for p in fast[0].condition.predicates} == {"express", "size"}
