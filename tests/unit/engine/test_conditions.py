@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from actors.engine import flatten_context, learn_condition
+from actors.engine.conditions import categorical_features
 from actors.engine.evaluation import holds
 from actors.engine.model.templates import Condition, Predicate
 
@@ -209,3 +210,9 @@ def test_a_rare_outcome_finds_its_two_categories_among_many_other_runs() -> None
         Predicate(feature="default_encoding", op="==", value="latin-1"),
     }
     assert (learned.covered_positive, learned.covered_negative) == (3, 0)
+
+
+def test_a_field_of_eight_values_over_a_dozen_runs_is_a_category_and_a_fresh_label_per_run_is_not() -> None:
+    region = ["de", "fr", "nl", "de", "it", "fr", "es", "pt", "de", "pl", "nl", "cz"]  # 8 values, most recur
+    runs = [{"region": r, "label": f"lbl-{i:03d}"} for i, r in enumerate(region)]
+    assert categorical_features(runs) == frozenset({"region"})
