@@ -20,6 +20,11 @@ optionally a decision name. Each candidate template is then judged:
 * **Retry.** A template's advice to retry its call once stands only where no other template that
   applies avoids that call as one that fails here (:func:`retry_stands`).
 
+Whatever the conditions say, the library of a decision also knows which tools never worked there
+(:func:`never_worked`): a decoy is avoided by the templates of each tool that works, under that
+tool's condition; where no condition holds (a case not seen yet), the agent must still not try the
+decoy first.
+
 The fit becomes a number in [0, 1] (:data:`FIT`), and the ranking score blends it with the
 template's confidence (feedback-driven: served-and-succeeded raises it) and the query's text
 relevance (cosine, clipped at 0)::
@@ -44,6 +49,7 @@ from actors.engine.features import Features, flatten_context
 from actors.engine.library import narrows
 from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.signature import signature_key, situation_signature, situation_words
+from actors.engine.templates import also_avoided
 
 WEIGHT_FIT = 0.5
 WEIGHT_CONFIDENCE = 0.3
@@ -246,3 +252,27 @@ def applicable(value: Fit) -> bool | None:
 def rank_score(value: Fit, confidence: float, relevance: float) -> float:
     """The blended ranking score in [0, 1]."""
     return round(WEIGHT_FIT * FIT[value] + WEIGHT_CONFIDENCE * confidence + WEIGHT_RELEVANCE * max(0.0, relevance), 6)
+
+
+def never_worked(
+    templates: Sequence[ExperienceTemplate], signature: str, available_actions: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """Tools seen failing at the decision ``signature`` and never seen working there, by name.
+
+    A template of the decision avoids a tool that failed (or names it in an ``also avoid``
+    caveat) and recommends only a tool that worked; a tool avoided as the costlier way worked too.
+    With ``available_actions``, only those among them.
+    """
+    failed: set[str] = set()
+    worked: set[str] = set()
+    for template in templates:
+        if template.signature != signature:
+            continue
+        worked.add(template.recommended.tool)
+        if template.avoid is not None:
+            (worked if template.avoid_reason == "costlier" else failed).add(template.avoid.tool)
+        failed.update(d for d in map(also_avoided, template.caveats) if d is not None)
+    out = failed - worked
+    if available_actions:
+        out &= set(available_actions)
+    return tuple(sorted(out))

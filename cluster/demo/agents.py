@@ -28,7 +28,7 @@ from pydantic import Field, JsonValue
 
 from cluster.core.types import Frozen, canonical_json
 from cluster.demo.env_base import Call, Episode, StepResult, StepView
-from cluster.demo.following import Served, follow, parse_served
+from cluster.demo.following import Served, follow, never_worked, parse_served
 from cluster.demo.recording import Recorder, ToolClient, call_checked, error_text
 from cluster.demo.replay import RawTrajectory, RecordedStep, ReplayCursor, ReplayMemory
 
@@ -225,12 +225,14 @@ class HindsightPolicy(ExplorePolicy):
         self.library: dict[str, Served] = {}
         self._accepts: dict[int, tuple[ToolClient, frozenset[str] | None]] = {}
         self._served: dict[tuple[str, str, str], list[Served]] = {}
+        self._never_worked: dict[tuple[str, str, str], frozenset[str]] = {}
         self._served_ids: dict[str, list[str]] = {}
         self._applied: list[tuple[str, str, bool]] = []
 
     async def begin(self, client: ToolClient, episode: Episode) -> None:
         await super().begin(client, episode)
         self._served, self._served_ids, self._applied = {}, {}, []
+        self._never_worked = {}
 
     async def accepted(self, client: ToolClient) -> frozenset[str] | None:
         """The structured arguments ``query_experience`` takes on this client (None: not known yet)."""
@@ -274,14 +276,14 @@ class HindsightPolicy(ExplorePolicy):
                 # An older tool that validates strictly: drop the situation for this client from now on.
                 self._accepts[id(client)] = (client, frozenset())
                 result = await client.call_tool("query_experience", args)
+            content = None
             if getattr(result, "is_error", False):
                 logger.warning("query_experience failed: %s", error_text(result))
-                served: list[Served] = []
             else:
-                served = parse_served(
-                    getattr(result, "structured_content", None), role=view.role, task_type=episode.task_type
-                )
+                content = getattr(result, "structured_content", None)
+            served = parse_served(content, role=view.role, task_type=episode.task_type)
             self._served[key] = served
+            self._never_worked[key] = never_worked(content)
             ids = self._served_ids.setdefault(view.role, [])
             for item in served:
                 tid = str(item.template.template_id)
@@ -294,14 +296,26 @@ class HindsightPolicy(ExplorePolicy):
         if not view.is_decision:
             return await super().choose(client, episode, view, tried)
         served = await self.query(client, episode, view)
-        return self.decide(served, episode, view, tried)
+        failing = self._never_worked.get((view.role, view.stage, canonical_json(view.context)), frozenset())
+        return self.decide(served, episode, view, tried, never_worked=failing)
 
-    def decide(self, served: Sequence[Served], episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
-        """The decision at one step given what was served (no I/O; testable on its own)."""
+    def decide(
+        self,
+        served: Sequence[Served],
+        episode: Episode,
+        view: StepView,
+        tried: Sequence[Call],
+        never_worked: frozenset[str] = frozenset(),
+    ) -> Decision:
+        """The decision at one step given what was served (no I/O; testable on its own).
+
+        ``never_worked``: actions the service says never worked at this decision; exploring, they
+        come last.
+        """
         choice, avoid = follow(served, view, episode.task_type, tried)
         if choice is not None:
             return Decision(call=choice.call, source="template", template_id=choice.template_id)
-        return Decision(call=self._explorer.pick(view, tried, avoid), source="explore")
+        return Decision(call=self._explorer.pick(view, tried, avoid | never_worked), source="explore")
 
     def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
         if decision.template_id is not None:

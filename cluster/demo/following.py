@@ -98,6 +98,12 @@ def parse_served(
     return out
 
 
+def never_worked(structured: Mapping[str, Any] | None) -> frozenset[str]:
+    """The actions a ``query_experience`` answer says never worked at this decision."""
+    names = (structured or {}).get("never_worked")
+    return frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+
+
 def parse_condition(text: str) -> tuple[Predicate, ...] | None:
     """Predicates back from a rendered condition (``a > 3 and b == 'x'``); "" → always; None: unreadable."""
     if not text.strip():

@@ -152,6 +152,17 @@ class ExperienceQueryResult(Frozen):
         exclude_if=lambda value: value is None,
         description="Nothing passed the confidence threshold: the nearest templates below it.",
     )
+    never_worked: tuple[str, ...] = Field(
+        default=(),
+        exclude_if=lambda value: not value,
+        description="Actions that failed each time they were tried at this decision and never worked.",
+    )
+
+    def never_worked_line(self) -> str:
+        """The one line naming ``never_worked`` (empty when there is none)."""
+        if not self.never_worked:
+            return ""
+        return f"Never worked at this step (failed each time it was tried): {', '.join(self.never_worked)}."
 
     def lean(self) -> ExperienceQueryResult:
         """The same answer without the full templates."""

@@ -21,6 +21,7 @@ from actors.engine.serving import (
     Fit,
     applicable,
     fit,
+    never_worked,
     overruled,
     query_signature,
     rank_score,
@@ -171,6 +172,12 @@ class Queries:
             if _servable(template, served_roles, task_type):
                 # SQL has the last word: the index may lag behind a confidence drop or a role edit.
                 (kept if template.confidence >= threshold else below).append(template)
+        # What failed at this decision every time is known whatever the conditions and confidences.
+        failing = (
+            ()
+            if signature is None or situation is None
+            else never_worked([*kept, *below], signature, situation.available_actions)
+        )
         ranking = _Ranking(relevance, situation, features, signature, include_inapplicable)
         scored = ranking.rank(kept)[:k]
         missed = None
@@ -181,11 +188,15 @@ class Queries:
                 # The search's filter left out everything under the threshold: one more, on a miss only.
                 below += self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance)
                 missed = _below_threshold(ranking, kept, below, threshold)
-        return ExperienceQueryResult(
+        result = ExperienceQueryResult(
             experiences=tuple(_served(s) for s in scored),
             templates=tuple(scored),
-            prompt_block=render_prompt_block([s.template for s in scored]),
             below_threshold=missed,
+            never_worked=failing,
+        )
+        notes = [result.never_worked_line()] if failing else []
+        return result.model_copy(
+            update={"prompt_block": render_prompt_block([s.template for s in scored], notes=notes)}
         )
 
     def _under(

@@ -18,10 +18,12 @@ NOTHING_SERVED = "No experience matches this situation yet."
 
 
 def nothing_served(result: ExperienceQueryResult) -> str:
-    """The one line answering a query that served nothing, naming the templates just below the threshold."""
-    if result.below_threshold is None:
-        return NOTHING_SERVED
-    return f"{NOTHING_SERVED} {result.below_threshold.line()}."
+    """The answer to a query that served nothing: one line naming the templates just below the
+    threshold, and one naming the actions that never worked at this decision, if any."""
+    lines = [NOTHING_SERVED if result.below_threshold is None else f"{NOTHING_SERVED} {result.below_threshold.line()}."]
+    if result.never_worked:
+        lines.append(result.never_worked_line())
+    return "\n".join(lines)
 
 
 async def query_experience(
@@ -49,11 +51,12 @@ async def query_experience(
         StrictBool, Field(description="Also return full templates: provenance, support, caveats.")
     ] = False,
 ) -> Annotated[CallToolResult, ExperienceQueryResult]:
-    """Experiences learned from earlier tasks for the decision you face, best first. Send your situation
-    (context_snapshot, available_actions) or words. Text: a prompt block for your context. Data: each
-    experience's id, condition, recommended action, action to avoid (avoid_reason fails, or costlier:
-    your fallback), retry and confidence; if none passes min_confidence, below_threshold names up to
-    {max_below_threshold} just under it. Pass the ids you used to finalize_trajectory."""
+    """Experiences from earlier tasks for your decision, best first. Send your situation
+    (context_snapshot, available_actions) or words. Text: a prompt block. Data: each experience's id,
+    condition, recommended action, action to avoid (avoid_reason fails, or costlier: your fallback),
+    retry, confidence; never_worked: actions that only failed here; if none passes
+    min_confidence, below_threshold names up to {max_below_threshold} under it. Pass ids you used
+    to finalize_trajectory."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal, Self
@@ -251,11 +252,12 @@ class ExperienceTemplate(Frozen):
         return text[: cut + 1]
 
 
-def render_prompt_block(templates: list[ExperienceTemplate], *, full: bool = False) -> str:
+def render_prompt_block(templates: list[ExperienceTemplate], *, full: bool = False, notes: Sequence[str] = ()) -> str:
     """The block to put in a system prompt, before the tool descriptions. Empty list → empty string.
 
     Each line is the template's :meth:`~ExperienceTemplate.brief` (``full``: its whole rendering)
     and its confidence: the block is read by a model on every decision, so it stays short.
+    ``notes`` are lines after the templates (never alone: they need a template to stand beside).
     """
     if not templates:
         return ""
@@ -263,5 +265,6 @@ def render_prompt_block(templates: list[ExperienceTemplate], *, full: bool = Fal
     for i, template in enumerate(templates, 1):
         text = template.render() if full else template.brief()
         lines.append(f"{i}. {text} (confidence {template.confidence:.2f})")
+    lines += notes
     lines.append("[/EXPERIENCE]")
     return "\n".join(lines)

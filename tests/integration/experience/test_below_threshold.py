@@ -19,7 +19,8 @@ from cluster.experience.models import Situation
 from cluster.experience.ports import Hit
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
-from tests.unit.engine.builders import INSERT_ACTIONS, insert_run
+from cluster.tools.experience import nothing_served
+from tests.unit.engine.builders import INSERT_ACTIONS, Builder, insert_run
 
 from .factories import template
 
@@ -171,3 +172,35 @@ def test_with_a_situation_the_decisions_own_templates_below_are_named_without_an
     assert candidate.confidence == counted.get_template(OWNER, candidate.id).confidence
     # Templates learned at this decision are read from SQL whatever their confidence: no second search.
     assert searches(counted) == 1
+
+
+def test_actions_that_never_worked_at_the_decision_are_named_in_the_answer(
+    counted: ExperienceService,
+) -> None:
+    # Large imports: bulk_import works and a decoy, purge_catalog, fails; small ones were never seen.
+    actions = (*INSERT_ACTIONS, "purge_catalog")
+    trajectories = []
+    for i in range(4):
+        b = Builder()
+        root = b.add("open_file", context={"goal": "Import products from a CSV file"})
+        context = {"goal": "Import products from a CSV file", "row_count": 300 + 100 * i}
+        b.add("purge_catalog", actions, parent=root, status="failure", context=context, summary="refused")
+        b.add("add_item", actions, parent=root, status="failure", context=context, summary="timeout")
+        b.add("bulk_import", actions, parent=root, context=context)
+        trajectories.append(b.build())
+    lessons = [t for result in attribute_batch(trajectories) for t in result.templates]
+    assert lessons
+    counted.learn(OWNER, lessons)
+
+    snapshot: dict[str, JsonValue] = {"goal": "Import products from a CSV file", "row_count": 5}
+    small = Situation(context_snapshot=snapshot, available_actions=actions)
+    result = counted.query_experience(
+        OWNER, "Import products", role="executor", task_type="product_import", situation=small
+    )
+
+    assert "purge_catalog" in result.never_worked
+    assert "bulk_import" not in result.never_worked
+    assert "Never worked at this step" in (result.prompt_block or nothing_served(result))
+    # Without a situation there is no decision to speak of.
+    plain = counted.query_experience(OWNER, "Import products", role="executor", task_type="product_import")
+    assert plain.never_worked == ()

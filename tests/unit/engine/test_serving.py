@@ -18,6 +18,7 @@ from actors.engine.serving import (
     applicable,
     fit,
     guessing,
+    never_worked,
     overruled,
     query_signature,
     rank_score,
@@ -200,3 +201,27 @@ def test_retry_advice_stands_only_where_no_applying_rule_says_the_call_fails_her
 
 def overruled_pairs(judged: list[tuple[ExperienceTemplate, Fit]]) -> list[tuple[ExperienceTemplate, Fit]]:
     return list(zip([t for t, _ in judged], overruled(judged), strict=True))
+
+
+def test_never_worked_names_tools_that_only_failed_at_this_decision() -> None:
+    sig = "executor|import|decision"
+    small = Predicate(feature="rows", op="<=", value=20)
+    library = [
+        # Each working tool avoids the decoy under its own condition, one names another decoy.
+        template("bulk_import", avoid="delete_all", signature=sig, caveats=("also avoid wipe: it failed here too",)),
+        template("add_item", small, avoid="delete_all", signature=sig),
+        # add_item is avoided for failing here but recommended above: it worked somewhere.
+        template("paste_rows", avoid="add_item", signature=sig),
+        # Avoided only as the costlier way: it worked.
+        template(
+            "paste_rows",
+            avoid="stream_import",
+            signature=sig,
+            provenance=(Provenance(trajectory_id=uuid.uuid4(), kind=EvidenceKind.AVOIDED_COSTLIER),),
+        ),
+        # Another decision's decoy says nothing here.
+        template("bulk_import", avoid="drop_table", signature="executor|import|other"),
+    ]
+    assert never_worked(library, sig) == ("delete_all", "wipe")
+    assert never_worked(library, sig, ("bulk_import", "wipe")) == ("wipe",)
+    assert never_worked(library, "executor|import|unknown") == ()
