@@ -331,24 +331,22 @@ def _condition(
         return ((),), 1.0
     if not bad_ok or not good_fail:
         positive, negative = (good_ok, good_fail) if good_fail else (bad_fail, bad_ok)
-        learned = learn_disjunction(
-            [o.features for o in positive], [o.features for o in negative], population=population
-        )
-        if learned is None or learned.precision < MIN_PRECISION:
-            return None
-        return learned.alternatives, max(0.0, learned.strength)
-    halves = _halves(good_ok, bad_fail, good_fail, bad_ok, population)
-    if halves is not None:
-        return halves
+        return _rule(positive, negative, population)
     # When the two tools split the situations between them (one works exactly where the other
     # fails) by a rule on two features ("express and over 5 kg"), each half alone learns the same
     # single test, which explains too little: the rule is found on the runs taken together.
-    together = learn_disjunction(
-        [o.features for o in good_ok + bad_fail], [o.features for o in good_fail + bad_ok], population=population
-    )
-    if together is None or together.precision < MIN_PRECISION:
+    halves = _halves(good_ok, bad_fail, good_fail, bad_ok, population)
+    return halves if halves is not None else _rule(good_ok + bad_fail, good_fail + bad_ok, population)
+
+
+def _rule(
+    positive: Sequence[Observation], negative: Sequence[Observation], population: Sequence[Features]
+) -> tuple[tuple[tuple[Predicate, ...], ...], float] | None:
+    """The alternatives separating ``positive`` from ``negative``, with their strength (None: too imprecise)."""
+    learned = learn_disjunction([o.features for o in positive], [o.features for o in negative], population=population)
+    if learned is None or learned.precision < MIN_PRECISION:
         return None
-    return together.alternatives, max(0.0, together.strength)
+    return learned.alternatives, max(0.0, learned.strength)
 
 
 def _halves(
