@@ -25,7 +25,7 @@ server's tool list. It answers while :meth:`ToolCalls.running` is entered, besid
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -164,29 +164,43 @@ class ToolCalls:
             message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
         except ValueError:  # pydantic's ValidationError is one
             return None
-        if not isinstance(message, JSONRPCRequest) or message.method != METHOD or message.params is None:
+        if not isinstance(message, JSONRPCRequest):
             return None
-        if not set(message.params) <= _PLAIN_PARAMS:
-            return None
-        try:
-            spec_methods.validate_client_request(METHOD, version, message.params)
-            params = CallToolRequestParams.model_validate(message.params, by_name=False)
-        except (ValueError, KeyError):
-            return None
+        params = plain_call(message.method, message.params, version)
         serving = self._serving
-        if serving is None or params.name not in serving.tools:
+        if params is None or message.params is None or serving is None or params.name not in serving.tools:
             return None
         return message.id, message.params, params
 
     @staticmethod
     def _wire(version: str, result: Any) -> dict[str, Any]:
         """The result as the SDK's runner shapes it for a handshake-era connection."""
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        try:
-            return spec_methods.serialize_server_result(METHOD, version, dumped)
-        except ValidationError:
-            logger.exception("handler for %r returned an invalid result", METHOD)
-            raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+        return wire_result(version, result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+def plain_call(method: str, params: Mapping[str, Any] | None, version: str) -> CallToolRequestParams | None:
+    """The params of a plain ``tools/call`` (name, arguments, _meta) valid under ``version`` as the
+    SDK checks them; None for any other request, which is the SDK's to answer."""
+    if method != METHOD or params is None or not set(params) <= _PLAIN_PARAMS:
+        return None
+    try:
+        spec_methods.validate_client_request(METHOD, version, params)
+        return CallToolRequestParams.model_validate(params, by_name=False)
+    except (ValueError, KeyError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
+def wire_result(version: str, dumped: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``tools/call`` result (JSON) as the SDK's runner shapes it for a handshake-era connection.
+
+    Raises:
+        MCPError: The result is not a valid ``tools/call`` result under ``version``.
+    """
+    try:
+        return spec_methods.serialize_server_result(METHOD, version, dumped)
+    except ValidationError:
+        logger.exception("handler for %r returned an invalid result", METHOD)
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:

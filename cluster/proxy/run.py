@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -19,9 +20,12 @@ from cluster.auth import OwnerResolver
 from cluster.client import http_client
 from cluster.local import BackgroundAnalysis
 from cluster.proxy.config import ProxyConfig
+from cluster.proxy.relay import Relay
 from cluster.proxy.server import Proxy, build_proxy_server
 from cluster.services import analysis_for, build_services
 from cluster.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 _MAX_LINE = 64 * 1024 * 1024
 """Longest message line read from the agent."""
@@ -95,11 +99,23 @@ async def _pipes() -> tuple[_Lines, _Out] | None:
     return _Lines(reader), _Out(writer)
 
 
-async def serve_stdio(server: Server[Proxy]) -> None:
+async def serve_stdio(config: ProxyConfig, connect: Callable[[], Client]) -> None:
+    """The proxy on stdin/stdout; on pipes with plain tool calls relayed beside the SDK (relay.py)."""
     pipes = await _pipes()
-    streams = stdio_server(*cast(tuple[Any, Any], pipes)) if pipes is not None else stdio_server()
-    async with streams as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    if pipes is None:
+        server = build_proxy_server(config, connect)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return
+    lines, out = pipes
+    relay = Relay(out)
+    server = build_proxy_server(config, connect, relay.attach)
+    relay.serve(server)
+    async with anyio.create_task_group() as tg:
+        relayed = relay.lines(lines, tg)
+        async with stdio_server(cast(Any, relayed), cast(Any, relay)) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    logger.info("proxy stopped: %d tool call(s) relayed as JSON-RPC, the rest served through the SDK", relay.relayed)
 
 
 async def serve_http(server: Server[Proxy], host: str, port: int) -> None:
@@ -109,8 +125,7 @@ async def serve_http(server: Server[Proxy], host: str, port: int) -> None:
 
 def run(config: ProxyConfig, settings: Settings, http: tuple[str, int] | None) -> None:
     with recording_client(config, settings) as connect:
-        server = build_proxy_server(config, connect)
         if http is None:
-            anyio.run(serve_stdio, server)
+            anyio.run(serve_stdio, config, connect)
         else:
-            anyio.run(serve_http, server, *http)
+            anyio.run(serve_http, build_proxy_server(config, connect), *http)

@@ -42,6 +42,8 @@ _SWEEP_S = 5.0
 _OWN_META = ("hindsight/", "io.modelcontextprotocol/")
 """``_meta`` keys not passed upstream: the proxy's own, and the protocol envelope of the agent's
 connection (the proxy's client stamps its own)."""
+_PROGRESS = ("progressToken", "progress_token")
+"""The progress token as sent and as the SDK's model names it."""
 
 _BEGIN_TOOL = Tool(
     name=BEGIN,
@@ -113,9 +115,27 @@ class Proxy:
         self.routes = routes
         return listed
 
+    def record(
+        self,
+        key: str,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        result: CallToolResult | Mapping[str, Any],
+        start: float,
+        meta: Mapping[str, Any],
+    ) -> None:
+        """Queue the node for a call of ``name`` (as the agent named it) that began at ``start``
+        (``time.perf_counter``)."""
+        latency_ms = (time.perf_counter() - start) * 1000
+        self.trajectories.record(key, list(self.routes), name, arguments, result, latency_ms, meta)
 
-def build_proxy_server(config: ProxyConfig, connect: Callable[[], Client]) -> Server[Proxy]:
-    """The proxy as an MCP server; ``connect`` makes a client to the hindsight that records."""
+
+def build_proxy_server(
+    config: ProxyConfig, connect: Callable[[], Client], attach: Callable[[Proxy | None], None] | None = None
+) -> Server[Proxy]:
+    """The proxy as an MCP server; ``connect`` makes a client to the hindsight that records.
+    ``attach`` is told the running proxy once its upstreams are up, and None before it stops
+    (a relay serving calls beside the SDK, :mod:`cluster.proxy.relay`)."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Proxy]) -> AsyncIterator[Proxy]:
@@ -130,9 +150,13 @@ def build_proxy_server(config: ProxyConfig, connect: Callable[[], Client]) -> Se
                     starting.start_soon(tg.start, upstream.run)
             proxy.route()
             tg.start_soon(_sweep, proxy)
+            if attach is not None:
+                attach(proxy)
             try:
                 yield proxy
             finally:
+                if attach is not None:
+                    attach(None)
                 with anyio.CancelScope(shield=True):
                     proxy.trajectories.finalize_all()
                     await recorder.stop(config.hindsight.drain_s)
@@ -181,31 +205,41 @@ async def _call_tool(ctx: ServerRequestContext[Proxy], params: CallToolRequestPa
     if route is None:
         return error_result(f"Unknown tool: {params.name}; tools/list names the tools there are")
     upstream, name = route
-    forwarded = {k: v for k, v in meta.items() if not k.startswith(_OWN_META) and k != "progress_token"}
     start = time.perf_counter()
     try:
-        result = await upstream.call_tool(name, params.arguments, forwarded)
+        result = await upstream.call_tool(name, params.arguments, forwarded_meta(meta))
     except MCPError as exc:
         # The upstream refused the call (bad arguments, say): the agent gets its error as it came,
         # and the choice is recorded as the failure it was.
-        failed = error_result(f"MCP error {exc.code}: {exc.message}")
-        latency_ms = (time.perf_counter() - start) * 1000
-        proxy.trajectories.record(key, list(proxy.routes), params.name, params.arguments, failed, latency_ms, meta)
+        proxy.record(key, params.name, params.arguments, refused(exc), start, meta)
         raise
-    latency_ms = (time.perf_counter() - start) * 1000
-    proxy.trajectories.record(key, list(proxy.routes), params.name, params.arguments, result, latency_ms, meta)
+    proxy.record(key, params.name, params.arguments, result, start, meta)
     return result
 
 
-def _session_key(ctx: ServerRequestContext[Proxy], meta: Mapping[str, Any]) -> str:
+def refused(exc: MCPError) -> CallToolResult:
+    """What a call the upstream answered with a JSON-RPC error is recorded as: a failure."""
+    return error_result(f"MCP error {exc.code}: {exc.message}")
+
+
+def forwarded_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's ``_meta`` as the upstream gets it: without the proxy's keys, the agent's protocol
+    envelope (the proxy's client stamps its own) and its progress token (progress is not relayed)."""
+    return {k: v for k, v in meta.items() if not k.startswith(_OWN_META) and k not in _PROGRESS}
+
+
+def session_key(meta: Mapping[str, Any], http_session: str | None = None) -> str:
     """The trajectory a call belongs to: the agent's ``hindsight/session``, else its MCP session
     (the HTTP session id; on stdio the proxy serves one session), else one shared default."""
     named = meta.get(META_SESSION)
     if isinstance(named, str) and named:
         return f"meta:{named}"
+    return f"http:{http_session}" if http_session else "default"
+
+
+def _session_key(ctx: ServerRequestContext[Proxy], meta: Mapping[str, Any]) -> str:
     headers = getattr(ctx.request, "headers", None)
-    session_id = headers.get("mcp-session-id") if headers is not None else None
-    return f"http:{session_id}" if session_id else "default"
+    return session_key(meta, headers.get("mcp-session-id") if headers is not None else None)
 
 
 def _begin(proxy: Proxy, key: str, arguments: Mapping[str, Any]) -> CallToolResult:

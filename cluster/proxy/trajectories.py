@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult
 
 from actors.engine.model.trajectories import ResultStatus, now_ms
 from cluster.core.types import canonical_json
@@ -107,11 +107,12 @@ class Trajectories:
         tools: Sequence[str],
         name: str,
         arguments: Mapping[str, Any] | None,
-        result: CallToolResult,
+        result: CallToolResult | Mapping[str, Any],
         latency_ms: float,
         meta: Mapping[str, Any],
     ) -> None:
-        """Queue the node for one forwarded call. Never raises: a record is not worth a failed call."""
+        """Queue the node for one forwarded call; ``result`` is the model or its JSON as relayed.
+        Never raises: a record is not worth a failed call."""
         try:
             self._record(key, tools, name, arguments, result, latency_ms, meta)
         except Exception:
@@ -123,7 +124,7 @@ class Trajectories:
         tools: Sequence[str],
         name: str,
         arguments: Mapping[str, Any] | None,
-        result: CallToolResult,
+        result: CallToolResult | Mapping[str, Any],
         latency_ms: float,
         meta: Mapping[str, Any],
     ) -> None:
@@ -132,7 +133,9 @@ class Trajectories:
         if trajectory.nodes >= MAX_NODES:
             header = trajectory.header
             trajectory = self.begin(key, header.task, header.task_type)
-        status = ResultStatus.FAILURE if result.is_error else ResultStatus.SUCCESS
+        if isinstance(result, CallToolResult):
+            result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        status = ResultStatus.FAILURE if result.get("isError") is True else ResultStatus.SUCCESS
         summary = _summary(result)
         # Cut to the service's limit: a node with larger arguments would be refused, and lost.
         params = _capped(redact(dict(arguments or {}), self._redact), self.spec.max_node_field_bytes)
@@ -188,8 +191,14 @@ def _actions(tools: Sequence[str], chosen: str) -> list[str]:
     return actions
 
 
-def _summary(result: CallToolResult) -> str:
-    text = " ".join(c.text for c in result.content if isinstance(c, TextContent)).strip()
+def _summary(result: Mapping[str, Any]) -> str:
+    content = result.get("content")
+    texts = (
+        [c.get("text") for c in content if isinstance(c, dict) and c.get("type") == "text"]
+        if isinstance(content, list)
+        else []
+    )
+    text = " ".join(t for t in texts if isinstance(t, str)).strip()
     text = " ".join(text.split())
     return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 3] + "..."
 

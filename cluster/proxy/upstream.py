@@ -9,8 +9,8 @@ again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -19,6 +19,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import (
     CONNECTION_CLOSED,
+    CallToolRequest,
+    CallToolRequestParams,
     CallToolResult,
     GetPromptResult,
     Prompt,
@@ -29,6 +31,8 @@ from mcp_types import (
     TextContent,
     Tool,
 )
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
 from cluster.proxy.config import UpstreamSpec
 
@@ -38,6 +42,9 @@ _MAX_PAGES = 100
 """Listing pages read from one upstream: a server whose cursor never ends cannot hang the proxy."""
 _BACKOFF_S = (0.1, 0.5, 2.0, 5.0)
 """Pauses between failed starts in a row, then the last one again."""
+_JSON_RESULT = TypeAdapter(dict[str, Any])
+"""A result taken as the JSON object it is (the SDK has checked it against the protocol)."""
+_R = TypeVar("_R")
 
 
 def error_result(message: str) -> CallToolResult:
@@ -155,37 +162,60 @@ class Upstream:
     async def call_tool(self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any]) -> CallToolResult:
         """The upstream's answer; a dead or hung upstream answers an error result and is restarted.
         An error the upstream itself sends (a JSON-RPC error) is raised unchanged for the caller."""
+
+        async def send(client: Client) -> CallToolResult:
+            return await client.call_tool(name, arguments, meta=cast(RequestParamsMeta, dict(meta)) if meta else None)
+
+        return await self._call(name, send, error_result)
+
+    def relay_version(self) -> str | None:
+        """The protocol version a call may be relayed to this upstream as JSON under (see
+        :meth:`call_tool_json`); None while it is not connected or speaks a per-request-envelope
+        version, whose calls take the SDK's path (header checks, retries)."""
+        client = self._client
+        if client is None or self.spec.command is None:
+            return None
+        version = client.protocol_version
+        return version if version in HANDSHAKE_PROTOCOL_VERSIONS else None
+
+    async def call_tool_json(self, params: CallToolRequestParams) -> dict[str, Any]:
+        """:meth:`call_tool` for a relay: the result as the upstream sent it (JSON, checked against
+        the protocol as the SDK checks any result), without turning it into models and back; the
+        agent's own client checks it against the tool's output schema."""
+
+        async def send(client: Client) -> dict[str, Any]:
+            # The SDK types the result adapter as a model's; at run time any adapter reads the JSON.
+            result = await client.session.send_request(CallToolRequest(params=params), cast(Any, _JSON_RESULT))
+            return cast(dict[str, Any], result)
+
+        return await self._call(
+            params.name, send, lambda text: error_result(text).model_dump(by_alias=True, mode="json", exclude_none=True)
+        )
+
+    async def _call(self, name: str, send: Callable[[Client], Awaitable[_R]], failed: Callable[[str], _R]) -> _R:
         try:
             client = await self._connected()
         except _Unavailable as exc:
-            return error_result(str(exc))
+            return failed(str(exc))
         try:
             with anyio.fail_after(self.timeout_s):
-                return await client.call_tool(
-                    name, arguments, meta=cast(RequestParamsMeta, dict(meta)) if meta else None
-                )
+                return await send(client)
         except TimeoutError:
             self.restart(f"{name} did not answer within {self.timeout_s:g} s")
-            return error_result(
+            return failed(
                 f"UpstreamTimeout: server {self.name!r} did not answer {name} within {self.timeout_s:g} s; "
                 "it is being restarted, so the call may be tried again"
             )
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise
-            return self._broken(name, exc)
-        except (
-            anyio.ClosedResourceError,
-            anyio.BrokenResourceError,
-            anyio.EndOfStream,
-            OSError,
-            httpx2.HTTPError,
-        ) as exc:
-            return self._broken(name, exc)
+            return failed(self._broken(name, exc))
+        except _BROKEN as exc:
+            return failed(self._broken(name, exc))
 
-    def _broken(self, name: str, exc: BaseException) -> CallToolResult:
+    def _broken(self, name: str, exc: BaseException) -> str:
         self.restart(f"connection lost during {name}: {_describe(exc)}")
-        return error_result(
+        return (
             f"UpstreamUnavailable: server {self.name!r} stopped while running {name} ({_describe(exc)}); "
             "it is being restarted, so the call may be tried again"
         )

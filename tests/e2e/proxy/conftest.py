@@ -60,10 +60,10 @@ def in_process(services: Services) -> Callable[[], Client]:
 
 
 @contextlib.asynccontextmanager
-async def proxied(cfg: ProxyConfig, connect: Callable[[], Client]) -> AsyncIterator[Client]:
-    """The official client connected to the proxy in process; leaving it stops the proxy, which
-    finalizes open trajectories and drains its records."""
-    async with Client(build_proxy_server(cfg, connect)) as client:
+async def proxied(cfg: ProxyConfig, connect: Callable[[], Client], mode: str = "auto") -> AsyncIterator[Client]:
+    """The official client connected to the proxy in process (``mode`` as ``Client`` takes it);
+    leaving it stops the proxy, which finalizes open trajectories and drains its records."""
+    async with Client(build_proxy_server(cfg, connect), mode=mode) as client:
         yield client
 
 
