@@ -39,7 +39,7 @@ def main(
         level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # Migration chatter and every HTTP request of a health check are noise at the console; errors still show.
-    for noisy in ("alembic", *(() if verbose else ("httpx",))):
+    for noisy in ("alembic", *(() if verbose else ("httpx", "httpx2"))):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -326,14 +326,7 @@ class HindsightPolicy(ExplorePolicy):
         verdicts: dict[tuple[str, str], bool] = {}
         for role, tid, worked in self._applied:
             verdicts[role, tid] = verdicts.get((role, tid), True) and worked and result.succeeded
-        for (role, succeeded), ids in sorted(_group(verdicts).items()):
-            for start in range(0, len(ids), REPORT_CHUNK):
-                args: dict[str, Any] = {"template_ids": ids[start : start + REPORT_CHUNK], "succeeded": succeeded}
-                if role in result.trajectory_ids:
-                    args["trajectory_id"] = result.trajectory_ids[role]
-                outcome: Any = await client.call_tool("report_experience_outcome", args)
-                if getattr(outcome, "is_error", False):
-                    logger.warning("report_experience_outcome failed: %s", error_text(outcome))
+        await self.report(client, verdicts, result)
         applied = sorted({t for _, t in verdicts})
         served = [self.library[t].template for t in result.served_template_ids if t in self.library]
         return result.model_copy(
@@ -343,6 +336,17 @@ class HindsightPolicy(ExplorePolicy):
                 "applied_confidences": tuple(self.library[t].template.confidence for t in applied if t in self.library),
             }
         )
+
+    async def report(self, client: ToolClient, verdicts: dict[tuple[str, str], bool], result: EpisodeResult) -> None:
+        """Tell hindsight whether each followed template was right (``report_experience_outcome``)."""
+        for (role, succeeded), ids in sorted(_group(verdicts).items()):
+            for start in range(0, len(ids), REPORT_CHUNK):
+                args: dict[str, Any] = {"template_ids": ids[start : start + REPORT_CHUNK], "succeeded": succeeded}
+                if role in result.trajectory_ids:
+                    args["trajectory_id"] = result.trajectory_ids[role]
+                outcome: Any = await client.call_tool("report_experience_outcome", args)
+                if getattr(outcome, "is_error", False):
+                    logger.warning("report_experience_outcome failed: %s", error_text(outcome))
 
     def served_for(self, role: str) -> list[str]:
         return list(self._served_ids.get(role, []))

@@ -36,13 +36,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field
 
 from cluster.core.ports import Embedder
 from cluster.core.types import Frozen
 from cluster.demo.agents import EpisodeResult, ExplorePolicy, HindsightPolicy, Policy, ReplayPolicy, run_episode
+from cluster.demo.env_base import Episode
 from cluster.demo.envs import FAMILIES, NEW_FAMILIES, OLD_FAMILIES, EpisodeMaker, make_episode
 from cluster.demo.naive import NaivePolicy, NaiveServer
 from cluster.demo.recording import ToolClient
@@ -63,6 +64,19 @@ ClientFactory = Callable[[Condition], AbstractAsyncContextManager[ToolClient]]
 """Makes the MCP client a condition talks through, e.g. ``lambda c: Client(url_or_server)``."""
 WaitForAnalysis = Callable[[], Awaitable[None]]
 """Returns once the service has analysed every finalized trajectory (queue drained)."""
+
+
+class EpisodeRunner(Protocol):
+    """Runs one episode with a condition's client and policy (default :func:`run_episode`, which
+    records through hindsight's tools; a runner may reach hindsight another way)."""
+
+    async def __call__(
+        self, client: ToolClient, episode: Episode, policy: Policy, *, agent_id: str
+    ) -> EpisodeResult: ...
+
+
+PolicyMaker = Callable[["Condition", "BenchConfig", Callable[[], Embedder]], Policy]
+"""Makes a condition's agent (default :func:`make_policy`)."""
 
 
 class BenchConfig(Frozen):
@@ -340,6 +354,7 @@ async def _run_phase(
     round_: int,
     phase: Phase,
     make: EpisodeMaker,
+    run: EpisodeRunner,
 ) -> list[CellResult]:
     count = config.eval_episodes if phase == "eval" else config.train_episodes
     per_family: dict[str, list[EpisodeResult]] = {f: [] for f in config.families}
@@ -347,7 +362,7 @@ async def _run_phase(
         # Interleave families, so no family's instances all come first.
         for family in config.families:
             episode = make(family, seed_for(config, round_, phase, index))
-            result = await run_episode(client, episode, policy, agent_id=f"bench-{condition}")
+            result = await run(client, episode, policy, agent_id=f"bench-{condition}")
             per_family[family].append(result)
     if not count:
         return []
@@ -409,6 +424,8 @@ async def run_bench(
     *,
     embedder: Callable[[], Embedder] = default_embedder,
     make: EpisodeMaker = make_episode,
+    run: EpisodeRunner = run_episode,
+    agent: PolicyMaker = make_policy,
 ) -> BenchResults:
     """Run every condition through every round on the same seeds.
 
@@ -419,6 +436,8 @@ async def run_bench(
         config: What to run; defaults to :class:`BenchConfig`.
         embedder: Makes the replay baseline's embedder (default: offline MiniLM).
         make: Makes a family's instance for a seed (default: the hand-written families).
+        run: Runs one episode (default: :func:`run_episode`, recording through MCP).
+        agent: Makes each condition's agent (default: :func:`make_policy`).
 
     Returns:
         Per condition × round × phase × family results, the templates hindsight served, and the
@@ -443,12 +462,12 @@ async def run_bench(
     cells: list[CellResult] = []
     async with AsyncExitStack() as stack:
         clients = {c: await stack.enter_async_context(client_factory(c)) for c in config.conditions}
-        policies = {c: make_policy(c, config, embedder) for c in config.conditions}
+        policies = {c: agent(c, config, embedder) for c in config.conditions}
         for round_ in range(1, config.rounds + 1):
             for condition in config.conditions:
                 for phase in ("eval", "train"):
                     cells += await _run_phase(
-                        clients[condition], policies[condition], condition, config, round_, phase, make
+                        clients[condition], policies[condition], condition, config, round_, phase, make, run
                     )
             for policy in policies.values():
                 if isinstance(policy, ReplayPolicy):

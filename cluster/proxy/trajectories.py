@@ -40,13 +40,15 @@ MAX_NODES = 500
 """The service's max_trajectory_nodes default: a longer session continues in a new trajectory."""
 _SUMMARY_CHARS = 200
 _MAX_ACTIONS = 200
+_COST_BYTES = 512
 
 
 @dataclass
 class OpenTrajectory:
     trajectory_id: uuid.UUID
     header: Header
-    last_node: uuid.UUID | None = None
+    parent: uuid.UUID | None = None
+    """The node the next call hangs under: the last call, unless it failed (see ``_record``)."""
     last_status: ResultStatus | None = None
     nodes: int = 0
     recent: deque[dict[str, Any]] = field(default_factory=deque)
@@ -144,16 +146,20 @@ class Trajectories:
         # is logged and skipped (recorder.py); checking here too would double the CPU per call.
         node = {
             "node_id": str(node_id),
-            "parent_id": None if trajectory.last_node is None else str(trajectory.last_node),
+            "parent_id": None if trajectory.parent is None else str(trajectory.parent),
             "timestamp": now_ms(),
             "context_snapshot": self._snapshot(trajectory, meta),
             "available_actions": _actions(tools, name),
             "chosen_action": name,
             "action_params": params,
-            "execution_result": {"status": status.value, "summary": summary, "latency_ms": round(latency_ms, 2)},
+            "execution_result": {"status": status.value, "summary": summary, **_cost(result, latency_ms)},
         }
         self.recorder.submit(NodeRecord(trajectory.trajectory_id, trajectory.header, node))
-        trajectory.last_node = node_id
+        # The learner's convention (docs/jobs.md): a failed call is a leaf and the call after it, a
+        # retry or another choice, hangs beside it under the same parent; a failed first call stays
+        # the root and the next one hangs under it.
+        if status is ResultStatus.SUCCESS or trajectory.parent is None:
+            trajectory.parent = node_id
         trajectory.last_status = status
         trajectory.nodes += 1
         trajectory.recent.append({"tool": name, "status": status.value, "result": summary[:80]})
@@ -189,6 +195,16 @@ def _actions(tools: Sequence[str], chosen: str) -> list[str]:
     if len(actions) > _MAX_ACTIONS:
         actions = [chosen, *[a for a in actions if a != chosen][: _MAX_ACTIONS - 1]]
     return actions
+
+
+def _cost(result: Mapping[str, Any], latency_ms: float) -> dict[str, Any]:
+    """What the call cost: the tool's own account when its structured result has a ``cost`` object
+    (``steps``, ``latency_ms``, ``tokens``, as the learner reads them), else the latency measured."""
+    structured = result.get("structuredContent")
+    cost = structured.get("cost") if isinstance(structured, dict) else None
+    if isinstance(cost, dict) and cost:
+        return {"cost": _capped(dict(cost), _COST_BYTES)}
+    return {"latency_ms": round(latency_ms, 2)}
 
 
 def _summary(result: Mapping[str, Any]) -> str:

@@ -129,3 +129,21 @@ async def test_records_reach_a_hindsight_service_over_http_as_the_tokens_owner(
     [trajectory] = finalized(services.db, owner="alice")
     assert trajectory.header.task == "over http"
     assert [n.chosen_action for n in trajectory.nodes] == ["read_graph", "list_allowed_directories"]
+
+
+async def test_the_call_after_a_failed_one_hangs_beside_it(tmp_path: Path, services: Services) -> None:
+    files = tmp_path / "files"
+    async with proxied(config(tmp_path, task="read the notes"), in_process(services)) as client:
+        await client.call_tool("read_text_file", {"path": str(files / "note.txt")})  # a failed first call
+        await client.call_tool("list_directory", {"path": str(files)})
+        await client.call_tool("read_text_file", {"path": str(files / "absent.txt")})
+        await client.call_tool("read_text_file", {"path": str(files / "notes.txt")})
+        await client.call_tool("read_graph", {})
+
+    [trajectory] = finalized(services.db)
+    root, listing, failed, retry, _graph = trajectory.nodes
+    assert [n.execution_result.status for n in (root, failed)] == [ResultStatus.FAILURE] * 2
+    # The learner's convention: a failed root stays the root; a retry is the failed call's sibling.
+    assert [n.parent_id for n in trajectory.nodes] == [
+        None, root.node_id, listing.node_id, listing.node_id, retry.node_id
+    ]  # fmt: skip
