@@ -71,7 +71,11 @@ class RecordingSpec(BaseModel):
     drain_s: float = Field(
         default=10.0, ge=0, description="On stop, how long records still queued may take to reach hindsight."
     )
-    advice: Literal["tool", "off"] = Field(default="tool", description="tool: offer hindsight_advice.")
+    advice: Literal["tool", "descriptions", "off"] = Field(
+        default="tool",
+        description="tool: offer hindsight_advice; descriptions: append served experience to the tools' "
+        "descriptions when they are listed; off: neither.",
+    )
 
     @field_validator("redact")
     @classmethod

@@ -43,6 +43,8 @@ _OWN_META = ("hindsight/", "io.modelcontextprotocol/")
 """``_meta`` keys not passed upstream: the proxy's own, and the protocol envelope of the agent's
 connection (the proxy's client stamps its own)."""
 _PROGRESS = ("progressToken", "progress_token")
+_EXPERIENCE = "\n\nLearned from earlier tasks: "
+"""Between a tool's own description and the experience appended to it (advice "descriptions")."""
 """The progress token as sent and as the SDK's model names it."""
 
 _BEGIN_TOOL = Tool(
@@ -187,7 +189,11 @@ async def _list_tools(ctx: ServerRequestContext[Proxy], params: PaginatedRequest
     async with anyio.create_task_group() as tg:
         for upstream in proxy.upstreams.values():
             tg.start_soon(upstream.refresh_tools)
-    return ListToolsResult(tools=[*proxy.route(), *proxy.own_tools()])
+    tools = [*proxy.route(), *proxy.own_tools()]
+    if proxy.config.hindsight.advice == "descriptions":
+        meta: Mapping[str, Any] = ctx.meta or {}
+        tools = await _with_experience(proxy, _session_key(ctx, meta), meta, tools)
+    return ListToolsResult(tools=tools)
 
 
 async def _call_tool(ctx: ServerRequestContext[Proxy], params: CallToolRequestParams) -> CallToolResult:
@@ -269,28 +275,66 @@ def _finalize(proxy: Proxy, key: str, arguments: Mapping[str, Any]) -> CallToolR
 
 
 async def _advice(proxy: Proxy, key: str, meta: Mapping[str, Any], arguments: Mapping[str, Any]) -> CallToolResult:
+    situation = arguments.get("situation")
+    try:
+        result = await _experience(proxy, key, meta, situation if isinstance(situation, str) else None)
+    except Exception as exc:  # advice is optional: say so, and the agent goes on without it
+        return error_result(f"AdviceUnavailable: hindsight did not answer ({type(exc).__name__}: {exc})")
+    # The structured answer too (ids, conditions, recommended calls): an agent written against
+    # query_experience reads the same fields here.
+    return CallToolResult(
+        content=result.content, structured_content=result.structured_content, is_error=result.is_error
+    )
+
+
+async def _experience(proxy: Proxy, key: str, meta: Mapping[str, Any], situation: str | None) -> CallToolResult:
+    """hindsight's ``query_experience`` for the session's next decision (the situation in words, else
+    its task; its context snapshot; the tools listed); what it serves counts as served to the session's
+    trajectory, reported at finalize."""
     spec = proxy.config.hindsight
     trajectory = proxy.trajectories.current(key)
-    situation = arguments.get("situation")
     query: dict[str, Any] = {
-        "context": situation if isinstance(situation, str) and situation else trajectory.header.task,
+        "context": situation or trajectory.header.task,
         "context_snapshot": proxy.trajectories.snapshot(key, meta),
         "available_actions": list(proxy.routes)[:200],
         "role": spec.role,
     }
     if trajectory.header.task_type is not None:
         query["task_type"] = trajectory.header.task_type
-    try:
-        result = await proxy.recorder.query("query_experience", query, spec.call_timeout_s)
-    except Exception as exc:  # advice is optional: say so, and the agent goes on without it
-        return error_result(f"AdviceUnavailable: hindsight did not answer ({type(exc).__name__}: {exc})")
+    result = await proxy.recorder.query("query_experience", query, spec.call_timeout_s)
+    if not result.is_error:
+        trajectory.served.extend(e["id"] for e in _served(result))
+    return result
+
+
+def _served(result: CallToolResult) -> list[dict[str, Any]]:
+    """The experiences of a ``query_experience`` answer (its structured ``experiences``)."""
     served = (result.structured_content or {}).get("experiences", [])
-    trajectory.served.extend(str(e["id"]) for e in served if isinstance(e, dict) and "id" in e)
-    # The structured answer too (ids, conditions, recommended calls): an agent written against
-    # query_experience reads the same fields here.
-    return CallToolResult(
-        content=result.content, structured_content=result.structured_content, is_error=result.is_error
+    return (
+        [e for e in served if isinstance(e, dict) and isinstance(e.get("id"), str)] if isinstance(served, list) else []
     )
+
+
+async def _with_experience(proxy: Proxy, key: str, meta: Mapping[str, Any], tools: list[Tool]) -> list[Tool]:
+    """``tools`` with each served experience's line appended to the description of the tool it
+    recommends. Listing never fails for advice: without an answer the tools are listed as they are."""
+    try:
+        result = await _experience(proxy, key, meta, None)
+    except Exception as exc:  # advice is optional: the listing goes on without it
+        logger.warning("advice in descriptions: hindsight did not answer (%s: %s)", type(exc).__name__, exc)
+        return tools
+    lines: dict[str, list[str]] = {}
+    for experience in [] if result.is_error else _served(result):
+        recommended = experience.get("recommended")
+        tool = recommended.get("tool") if isinstance(recommended, dict) else None
+        if isinstance(tool, str) and isinstance(experience.get("text"), str):
+            lines.setdefault(tool, []).append(experience["text"])
+    return [
+        tool.model_copy(update={"description": f"{tool.description or ''}{_EXPERIENCE}{' '.join(lines[tool.name])}"})
+        if tool.name in lines
+        else tool
+        for tool in tools
+    ]
 
 
 def _text(text: str) -> CallToolResult:
