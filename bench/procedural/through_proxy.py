@@ -13,7 +13,8 @@ Two runs of the hindsight condition on the same families, instances and rounds, 
   ``hindsight_finalize`` with the outcome. It records nothing and reports nothing: the proxy
   records each call (the stage's tools as listed, the view's features sent as
   ``_meta["hindsight/context"]``, the tool's cost from its structured result) into a hindsight
-  service over HTTP in this process, and reports the served templates at finalize.
+  service over HTTP in this process, and reports the served templates at finalize, and which of
+  them the agent followed (its next call was the tool one recommends) with how that went.
 
 Both follow served templates with the same policy (:class:`cluster.demo.agents.HindsightPolicy`),
 and both services learn at round ends (the proxy path once the proxy has delivered every record).
@@ -86,7 +87,7 @@ class AdviceClient:
 
 class ProxiedPolicy(HindsightPolicy):
     """The hindsight agent behind the proxy: it follows served templates as the direct agent does
-    and reports nothing itself (the proxy reports the served templates at finalize)."""
+    and reports nothing itself (the proxy reports what was served and followed at finalize)."""
 
     async def report(self, client: ToolClient, verdicts: dict[tuple[str, str], bool], result: EpisodeResult) -> None:
         return None
@@ -257,7 +258,7 @@ def print_comparison(direct: BenchResults, proxied: BenchResults, seconds: Seque
         title=f"hindsight, direct vs through the proxy: unseen instances (round {config.rounds} unless noted)"
     )
     for column in ("family", "direct success", "proxy success", "direct steps/oracle", "proxy steps/oracle"):
-        table.add_column(column, justify="left" if column == "family" else "right")
+        table.add_column(column, justify="left" if column == "family" else "right", no_wrap=column == "family")
     rows = [(f"all, round {r}", r, ALL) for r in range(1, config.rounds + 1)]
     rows += [(family, config.rounds, family) for family in config.families]
     for label, round_, family in rows:

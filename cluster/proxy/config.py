@@ -71,6 +71,11 @@ class RecordingSpec(BaseModel):
     drain_s: float = Field(
         default=10.0, ge=0, description="On stop, how long records still queued may take to reach hindsight."
     )
+    relay: bool = Field(
+        default=True,
+        description="Over stdio, answer plain tool calls of stdio upstreams by relaying their JSON "
+        "(cluster/proxy/relay.py); false: every call through the SDK's server and client.",
+    )
     advice: Literal["tool", "descriptions", "off"] = Field(
         default="tool",
         description="tool: offer hindsight_advice; descriptions: append served experience to the tools' "

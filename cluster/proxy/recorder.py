@@ -61,7 +61,19 @@ class FinalizeRecord:
     served_template_ids: tuple[str, ...] = ()
 
 
-Record = NodeRecord | FinalizeRecord
+@dataclass(frozen=True)
+class ReportRecord:
+    """Whether served experiences the agent followed were right (``report_experience_outcome``)."""
+
+    trajectory_id: uuid.UUID
+    template_ids: tuple[str, ...]
+    """At most :data:`REPORT_CHUNK`."""
+    succeeded: bool
+
+
+Record = NodeRecord | FinalizeRecord | ReportRecord
+REPORT_CHUNK = 8
+"""Template ids ``report_experience_outcome`` takes per call."""
 
 
 class Refused(Exception):
@@ -180,6 +192,8 @@ class Recorder:
             group: list[Record] = [first]
             if isinstance(first, FinalizeRecord):
                 await self._finalize(client, first)
+            elif isinstance(first, ReportRecord):
+                await self._report(client, first)
             else:
                 for record in batch[1:]:
                     if not isinstance(record, NodeRecord) or record.trajectory_id != first.trajectory_id:
@@ -221,13 +235,25 @@ class Recorder:
             arguments["summary"] = record.summary
         if record.served_template_ids:
             arguments["served_template_ids"] = list(record.served_template_ids)
-        result = await client.call_tool("finalize_trajectory", arguments)
+        self._settled(await client.call_tool("finalize_trajectory", arguments), f"finalize {record.trajectory_id}")
+
+    async def _report(self, client: Client, record: ReportRecord) -> None:
+        arguments = {
+            "template_ids": list(record.template_ids),
+            "succeeded": record.succeeded,
+            "trajectory_id": str(record.trajectory_id),
+        }
+        result = await client.call_tool("report_experience_outcome", arguments)
+        self._settled(result, f"take the outcome of experiences followed in {record.trajectory_id}")
+
+    def _settled(self, result: CallToolResult, what: str) -> None:
+        """Count one record delivered, or refused (logged); a "not now" is raised, to be sent again."""
         if result.is_error:
             message = _text(result)
             if message.startswith(_TRANSIENT):
                 raise RuntimeError(message)
             self.counts.refused += 1
-            logger.warning("recording: hindsight refused to finalize %s: %s", record.trajectory_id, message)
+            logger.warning("recording: hindsight refused to %s: %s", what, message)
             return
         self.counts.delivered += 1
 

@@ -102,9 +102,10 @@ async def _pipes() -> tuple[_Lines, _Out] | None:
 async def serve_stdio(config: ProxyConfig, connect: Callable[[], Client]) -> None:
     """The proxy on stdin/stdout; on pipes with plain tool calls relayed beside the SDK (relay.py)."""
     pipes = await _pipes()
-    if pipes is None:
+    if pipes is None or not config.hindsight.relay:
         server = build_proxy_server(config, connect)
-        async with stdio_server() as (read, write):
+        streams = stdio_server(*cast(tuple[Any, Any], pipes)) if pipes is not None else stdio_server()
+        async with streams as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return
     lines, out = pipes

@@ -277,7 +277,7 @@ def _finalize(proxy: Proxy, key: str, arguments: Mapping[str, Any]) -> CallToolR
 async def _advice(proxy: Proxy, key: str, meta: Mapping[str, Any], arguments: Mapping[str, Any]) -> CallToolResult:
     situation = arguments.get("situation")
     try:
-        result = await _experience(proxy, key, meta, situation if isinstance(situation, str) else None)
+        result = await _experience(proxy, key, meta, situation if isinstance(situation, str) else None, decision=True)
     except Exception as exc:  # advice is optional: say so, and the agent goes on without it
         return error_result(f"AdviceUnavailable: hindsight did not answer ({type(exc).__name__}: {exc})")
     # The structured answer too (ids, conditions, recommended calls): an agent written against
@@ -287,10 +287,12 @@ async def _advice(proxy: Proxy, key: str, meta: Mapping[str, Any], arguments: Ma
     )
 
 
-async def _experience(proxy: Proxy, key: str, meta: Mapping[str, Any], situation: str | None) -> CallToolResult:
+async def _experience(
+    proxy: Proxy, key: str, meta: Mapping[str, Any], situation: str | None, *, decision: bool
+) -> CallToolResult:
     """hindsight's ``query_experience`` for the session's next decision (the situation in words, else
     its task; its context snapshot; the tools listed); what it serves counts as served to the session's
-    trajectory, reported at finalize."""
+    trajectory (``decision``: as advice for the decision at hand, :meth:`Trajectories.advised`)."""
     spec = proxy.config.hindsight
     trajectory = proxy.trajectories.current(key)
     query: dict[str, Any] = {
@@ -303,7 +305,7 @@ async def _experience(proxy: Proxy, key: str, meta: Mapping[str, Any], situation
         query["task_type"] = trajectory.header.task_type
     result = await proxy.recorder.query("query_experience", query, spec.call_timeout_s)
     if not result.is_error:
-        trajectory.served.extend(e["id"] for e in _served(result))
+        proxy.trajectories.advised(key, _served(result), decision=decision)
     return result
 
 
@@ -319,7 +321,7 @@ async def _with_experience(proxy: Proxy, key: str, meta: Mapping[str, Any], tool
     """``tools`` with each served experience's line appended to the description of the tool it
     recommends. Listing never fails for advice: without an answer the tools are listed as they are."""
     try:
-        result = await _experience(proxy, key, meta, None)
+        result = await _experience(proxy, key, meta, None, decision=False)
     except Exception as exc:  # advice is optional: the listing goes on without it
         logger.warning("advice in descriptions: hindsight did not answer (%s: %s)", type(exc).__name__, exc)
         return tools

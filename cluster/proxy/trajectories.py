@@ -24,7 +24,7 @@ from mcp_types import CallToolResult
 from actors.engine.model.trajectories import ResultStatus, now_ms
 from cluster.core.types import canonical_json
 from cluster.proxy.config import RecordingSpec
-from cluster.proxy.recorder import FinalizeRecord, Header, NodeRecord, Recorder
+from cluster.proxy.recorder import REPORT_CHUNK, FinalizeRecord, Header, NodeRecord, Recorder, ReportRecord
 from cluster.proxy.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,10 @@ class OpenTrajectory:
     nodes: int = 0
     recent: deque[dict[str, Any]] = field(default_factory=deque)
     served: list[str] = field(default_factory=list)
+    advice: dict[str, str] = field(default_factory=dict)
+    """Tool -> the served experience recommending it, for the decision at hand (see :meth:`Trajectories.advised`)."""
+    followed: dict[str, bool] = field(default_factory=dict)
+    """Served experiences the agent followed -> whether every call it made on their advice worked."""
     touched: float = field(default_factory=time.monotonic)
 
 
@@ -90,7 +94,33 @@ class Trajectories:
         self.recorder.submit(
             FinalizeRecord(trajectory.trajectory_id, status.value, summary, tuple(dict.fromkeys(trajectory.served)))
         )
+        # As an agent reports what it followed: right if every call on its advice worked and the task did.
+        for succeeded in (True, False):
+            ids = sorted(
+                t
+                for t, worked in trajectory.followed.items()
+                if (worked and status is ResultStatus.SUCCESS) is succeeded
+            )
+            for start in range(0, len(ids), REPORT_CHUNK):
+                chunk = tuple(ids[start : start + REPORT_CHUNK])
+                self.recorder.submit(ReportRecord(trajectory.trajectory_id, chunk, succeeded))
         return trajectory
+
+    def advised(self, key: str, experiences: Sequence[Mapping[str, Any]], *, decision: bool) -> None:
+        """Experiences served to the session (``id``, ``recommended.tool``, ``applicable`` as
+        ``query_experience`` answers): reported with the trajectory's outcome when it closes. With
+        ``decision`` they are advice for the decision at hand: until a call of it succeeds, a call of
+        a tool one of them recommends (and holds here) follows that one, reported with its outcome."""
+        trajectory = self.current(key)
+        trajectory.served.extend(str(e["id"]) for e in experiences)
+        if not decision:
+            return
+        trajectory.advice = {}
+        for experience in experiences:
+            recommended = experience.get("recommended")
+            tool = recommended.get("tool") if isinstance(recommended, Mapping) else None
+            if isinstance(tool, str) and experience.get("applicable") is not False:
+                trajectory.advice.setdefault(tool, str(experience["id"]))
 
     def finalize_idle(self, now: float | None = None) -> int:
         now = time.monotonic() if now is None else now
@@ -155,6 +185,11 @@ class Trajectories:
             "execution_result": {"status": status.value, "summary": summary, **_cost(result, latency_ms)},
         }
         self.recorder.submit(NodeRecord(trajectory.trajectory_id, trajectory.header, node))
+        followed = trajectory.advice.get(name)
+        if followed is not None:
+            trajectory.followed[followed] = trajectory.followed.get(followed, True) and status is ResultStatus.SUCCESS
+        if status is ResultStatus.SUCCESS:
+            trajectory.advice = {}  # the decision is made: its advice is spent
         # The learner's convention (docs/jobs.md): a failed call is a leaf and the call after it, a
         # retry or another choice, hangs beside it under the same parent; a failed first call stays
         # the root and the next one hangs under it.

@@ -3,6 +3,7 @@ and the served experiences' outcome is reported when the task closes."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,9 @@ async def test_advice_serves_what_proxied_tasks_taught_and_finalize_reports_it(
         advice = await client.call_tool("hindsight_advice", {})
         text = advice.content[0].text  # type: ignore[union-attr]
         assert not advice.is_error
-        assert "prefer list_directory" in text
+        # With a condition ("When len(recent) <= 0, prefer ...") or, when measured latencies make
+        # both look workable, without one ("Prefer ...").
+        assert "prefer list_directory" in text.lower()
         assert "avoid read_text_file" in text
         assert advice.structured_content is not None  # the same answer as query_experience's, for code
         [served] = advice.structured_content["experiences"]
@@ -45,6 +48,10 @@ async def test_advice_serves_what_proxied_tasks_taught_and_finalize_reports_it(
     last = finalized(services.db)[-1]
     assert last.outcome is not None
     assert [str(i) for i in last.outcome.served_template_ids] == [served["id"]]
+    # The agent followed it (its next call was the tool it recommends) and the task succeeded: the
+    # proxy reported that for this trajectory, so the same report again counts for nothing.
+    again = services.experience.report_outcome("local", [uuid.UUID(served["id"])], True, last.trajectory_id)
+    assert again.already_counted == (uuid.UUID(served["id"]),)
 
 
 async def test_advice_in_descriptions_rides_on_the_recommended_tool_and_is_reported(
@@ -65,7 +72,7 @@ async def test_advice_in_descriptions_rides_on_the_recommended_tool_and_is_repor
     assert "hindsight_advice" not in tools
     own, learned = tools["list_directory"].split("\n\nLearned from earlier tasks: ")
     assert own == undecorated["list_directory"]
-    assert "prefer list_directory" in learned
+    assert "prefer list_directory" in learned.lower()
     assert {name: d for name, d in tools.items() if name != "list_directory"} == {
         name: d for name, d in undecorated.items() if name != "list_directory"
     }
