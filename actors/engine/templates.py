@@ -336,7 +336,14 @@ def _condition(
     # fails) by a rule on two features ("express and over 5 kg"), each half alone learns the same
     # single test, which explains too little: the rule is found on the runs taken together.
     halves = _halves(good_ok, bad_fail, good_fail, bad_ok, population)
-    return halves if halves is not None else _rule(good_ok + bad_fail, good_fail + bad_ok, population)
+    if halves is not None:
+        return halves
+    together = learn_condition(
+        [o.features for o in good_ok + bad_fail], [o.features for o in good_fail + bad_ok], population=population
+    )
+    if together is None or together.precision < MIN_PRECISION:
+        return None
+    return (together.predicates,), max(0.0, together.strength)
 
 
 def _rule(
