@@ -15,7 +15,7 @@ by :meth:`DerivedState.flush_accesses`, and ride along on every settle transacti
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -134,21 +134,37 @@ class DerivedState:
             for who in dict.fromkeys(w.owner for w in work):
                 mine = [w for w in work if w.owner == who]
                 wanted = [w.seq for w in mine if w.op is IndexOp.UPSERT]
-                with self.db.read() as session:
-                    sources = IndexQueue(session, who, self.db.dialect).sources(wanted)
-                vectors = self.embedder.embed([src.text for src in sources]) if sources else []
-                rows = [
-                    VectorRow(seq=src.seq, owner=who, scope_key=src.scope_key, entity=src.entity, vector=v)
-                    for src, v in zip(sources, vectors, strict=True)
-                ]
                 deletes = [w.seq for w in mine if w.op is IndexOp.DELETE]
-                vanished = sorted(set(wanted) - {r.seq for r in rows})
-                if not self.settle(who, rows, deletes, vanished=vanished, retry=False):
+                if not self.make_vectors(who, wanted, deletes):
                     return done
                 done += len(mine)
         if done:
             logger.info("did %s queued memory vector changes", done)
         return done
+
+    def make_vectors(
+        self,
+        owner: str,
+        seqs: Sequence[int],
+        deletes: Sequence[int] = (),
+        *,
+        embedded: Callable[[Sequence[str]], object] | None = None,
+    ) -> bool:
+        """Make the vectors of the owner's ``seqs`` from their SQL text and settle them (with
+        ``deletes``); ``False`` if that failed (the queue keeps the work). ``embedded`` gets the texts
+        once they are embedded, before their queue entries are cleared."""
+        with self.db.read() as session:
+            sources = IndexQueue(session, owner, self.db.dialect).sources(seqs)
+        texts = [src.text for src in sources]
+        vectors = self.embedder.embed(texts) if sources else []
+        if embedded is not None and texts:
+            embedded(texts)
+        rows = [
+            VectorRow(seq=src.seq, owner=owner, scope_key=src.scope_key, entity=src.entity, vector=v)
+            for src, v in zip(sources, vectors, strict=True)
+        ]
+        vanished = sorted(set(seqs) - {r.seq for r in rows})
+        return self.settle(owner, rows, deletes, vanished=vanished, retry=False)
 
     # ------------------------------------------------------------------------------- accesses
 

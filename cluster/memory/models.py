@@ -58,6 +58,13 @@ class MemoryWriteResult(Frozen):
     superseded_id: uuid.UUID | None = Field(default=None, description="The version this write replaced.")
 
 
+class MemoryWritesResult(Frozen):
+    """Answer of ``memory_writes``: each memory's result, in the order sent."""
+
+    written: tuple[MemoryWriteResult, ...]
+    unindexed: int = Field(description="The owner's memories stored but not yet searchable by meaning.")
+
+
 class MemoryQuery(Frozen):
     """Input of ``memory_query``: entity filter, then temporal filter, then hybrid ranking, top-k."""
 
@@ -162,6 +169,9 @@ class MemoryQueryResult(Frozen):
     candidates: int = Field(description="Memories left after the entity and temporal filters that any ranking hit.")
     expansions: tuple[str, ...] = Field(
         default=(), description="Words of the owner's memories that stood in for the query's words."
+    )
+    unindexed: int = Field(
+        default=0, description="The owner's memories stored but not yet searchable by meaning: found by their words."
     )
     cached: bool = False
 

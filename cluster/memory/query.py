@@ -29,7 +29,7 @@ from cluster.core.types import utcnow
 from cluster.memory.cache import FactsCache, QueryCache
 from cluster.memory.derived import DerivedState
 from cluster.memory.entities import Vocabulary, VocabularyCache, without_names
-from cluster.memory.expansion import TermSpaces, expand
+from cluster.memory.expansion import TermSpaces, expand, words_of
 from cluster.memory.index import MilvusMemoryIndex, VectorHit
 from cluster.memory.models import MatchExplanation, MemoryHit, MemoryQuery, MemoryQueryResult, ServedMemory
 from cluster.memory.policy.activity import ActivityPolicy
@@ -109,6 +109,8 @@ class Queries:
             ranking = rank(found, self.ranking, request.top_k)
             # Full records only for what is returned: building them is the costly part.
             rows = search.visible([r.seq for r in ranking.top], vis)
+            # What the dense stage could not see yet (bulk writes still being indexed), in the same snapshot.
+            unindexed, _ = search.unindexed()
         top = [r for r in ranking.top if r.seq in rows]
         hits = self._explain(owner, ranking, top, rows, vis, now)
         result = MemoryQueryResult(
@@ -116,6 +118,7 @@ class Queries:
             hits=tuple(hits),
             candidates=found.count(),
             expansions=tuple(w for w, _ in found.plan.expansions),
+            unindexed=unindexed,
         )
         self.cache.put(owner, cache_key, generation, result, now)
         if not record_access:
@@ -164,6 +167,16 @@ class Queries:
             if self.ranking.expansion_weight > 0:
                 read = partial(self.words.read, session) if self.words else None
                 self.terms.space(owner, search.texts_after, generation, read=read)
+
+    def store_words(self, texts: Sequence[str]) -> None:
+        """Store the vectors of the words of ``texts`` that no process has stored yet (embedded here),
+        and wait until they are written: a term space takes a memory's words once its vector is made,
+        and reads their vectors instead of embedding them."""
+        if self.words is None or self.ranking.expansion_weight <= 0:
+            return
+        with self.db.read() as session:
+            self.terms.vectors.get(words_of(texts), partial(self.words.read, session))
+        self.words.wait()
 
     def _flush_in_background(self) -> None:
         try:

@@ -32,6 +32,7 @@ from cluster.memory.cache import QueryCache
 from cluster.memory.derived import DerivedState
 from cluster.memory.expansion import TermSpaces, WordVectors
 from cluster.memory.index import MilvusMemoryIndex
+from cluster.memory.indexing import BackgroundIndexing
 from cluster.memory.models import (
     MaintenanceReport,
     MemoryForget,
@@ -54,6 +55,7 @@ from cluster.memory.policy.ranking import RankingPolicy
 from cluster.memory.promotion import Promotions
 from cluster.memory.query import Queries
 from cluster.memory.ranking.pipeline import Candidates
+from cluster.memory.repository.search import Search
 from cluster.memory.upkeep import Upkeep
 from cluster.memory.word_store import SharedWordVectors
 from cluster.memory.writes import Writes
@@ -139,6 +141,7 @@ class MemoryService:
             terms=self.terms,
             words=self.words,
         )
+        self.indexing = BackgroundIndexing(self._index_queued)
         self.promotions = Promotions(database, self.writes, promotion=self.promotion, limits=self.limits)
         self.upkeep = Upkeep(
             database,
@@ -159,12 +162,32 @@ class MemoryService:
         return written
 
     def apply_writes(
-        self, owner: str, requests: Sequence[MemoryWrite], *, now: datetime | None = None
+        self, owner: str, requests: Sequence[MemoryWrite], *, now: datetime | None = None, index_later: bool = False
     ) -> list[MemoryWriteResult]:
-        """Write many memories in one unit of work with one embedding batch (bulk ingest)."""
-        written = self.writes.write(owner, requests, now=now)
-        self.queries.prepare(owner)
+        """Write many memories in one unit of work with one embedding batch (bulk ingest).
+
+        ``index_later`` (the ``memory_writes`` tool): answer once the rows are stored; their vectors,
+        and those of their words the query expansion reads, are made on this process's indexing
+        thread (:mod:`cluster.memory.indexing`). :meth:`unindexed` says how many still wait.
+        """
+        if not index_later:
+            written = self.writes.write(owner, requests, now=now)
+            self.queries.prepare(owner)
+            return written
+        written, queued = self.writes.write_unindexed(owner, requests, now=now)
+        self.indexing.request(owner, queued)
         return written
+
+    def unindexed(self, owner: str) -> int:
+        """How many of the owner's memories are stored but not yet searchable by meaning."""
+        with self.db.read() as session:
+            return Search(session, owner, self.db.dialect).unindexed()[0]
+
+    def _index_queued(self, owner: str, seqs: Sequence[int]) -> None:
+        """The indexing thread's work: the vectors of the owner's ``seqs``, and those of their words
+        stored before their queue entries are cleared (so no query embeds them); the next query prepared."""
+        self.derived.make_vectors(owner, seqs, embedded=self.queries.store_words)
+        self.queries.prepare(owner)
 
     def apply_write_batch(
         self, items: Sequence[tuple[str, MemoryWrite]], *, now: datetime | None = None

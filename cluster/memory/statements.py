@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from cluster.memory.policy.versions import MemoryState
-from cluster.memory.tables import FTS_TABLE, MemoryIndexQueueRow, MemoryOwnerRow, MemoryRow
+from cluster.memory.tables import FTS_TABLE, IndexOp, MemoryIndexQueueRow, MemoryOwnerRow, MemoryRow
 
 MEMORIES: Table = MemoryRow.__table__  # type: ignore[assignment]
 _m = MEMORIES.c
@@ -196,9 +196,18 @@ def entity_names(keys: tuple[str, ...], *, first: bool, dialect: str) -> Any:
 
 @lru_cache(maxsize=2)
 def texts_after(*, first: bool) -> Select[Any]:
-    """The text of the owner's memories after ``:after`` (by the owner index first, then by seq range)."""
+    """The text of the owner's memories after ``:after`` and before ``:before`` (by the owner index
+    first, then by seq range)."""
     owned = _m.owner == bindparam("owner") if first else owned_by_seq()
-    return select(_m.seq, _m.text).where(owned, _m.seq > bindparam("after"))
+    return select(_m.seq, _m.text).where(owned, _m.seq > bindparam("after"), _m.seq < bindparam("before"))
+
+
+@lru_cache(maxsize=1)
+def unindexed() -> Select[int, Any]:
+    """How many of ``:owner``'s memories wait for their vectors, and the first of them after ``:after``."""
+    waiting = (QUEUE.c.owner == bindparam("owner")) & (QUEUE.c.op == IndexOp.UPSERT)
+    first = func.min(QUEUE.c.seq).filter(QUEUE.c.seq > bindparam("after"))
+    return select(func.count(), first).where(waiting)
 
 
 @lru_cache(maxsize=1)

@@ -60,7 +60,8 @@ class Prepared:
 
     request: MemoryWrite
     text: str
-    vector: list[float]
+    vector: list[float] | None
+    """None: embedded later, from the queued vector work (see ``Writes.write``'s ``index_later``)."""
     validity: Validity
 
 
@@ -71,6 +72,8 @@ class Inserted:
 
     results: list[MemoryWriteResult]
     vectors: list[VectorRow]
+    queued: list[int]
+    """The seqs of the new versions, whose vector work is queued (their vectors above, or none yet)."""
 
 
 class Writes:
@@ -108,7 +111,19 @@ class Writes:
         check_owner(owner)
         for request in requests:
             self.check(owner, request)
-        return self._write_checked(owner, requests, now)
+        return self._write_checked(owner, requests, now).results
+
+    def write_unindexed(
+        self, owner: str, requests: Sequence[MemoryWrite], *, now: datetime | None = None
+    ) -> tuple[list[MemoryWriteResult], list[int]]:
+        """:meth:`write` without embedding: the rows commit with their vector work queued, found by
+        their words at once and by meaning once that work is done (:meth:`DerivedState.make_vectors`).
+        Returns the results and the seqs whose vectors are still to be made."""
+        check_owner(owner)
+        for request in requests:
+            self.check(owner, request)
+        inserted = self._write_checked(owner, requests, now, index_later=True)
+        return inserted.results, inserted.queued
 
     def write_batch(
         self, items: Sequence[tuple[str, MemoryWrite]], *, now: datetime | None = None
@@ -130,7 +145,7 @@ class Writes:
             groups.setdefault(owner, []).append(i)
         for owner, members in groups.items():
             try:
-                written = self._write_checked(owner, [items[i][1] for i in members], now)
+                written = self._write_checked(owner, [items[i][1] for i in members], now).results
             except HindsightError as exc:
                 if len(members) == 1:
                     results[members[0]] = exc
@@ -139,7 +154,7 @@ class Writes:
                 # rest of its group: each is written on its own.
                 for i in members:
                     try:
-                        results[i] = self._write_checked(owner, [items[i][1]], now)[0]
+                        results[i] = self._write_checked(owner, [items[i][1]], now).results[0]
                     except HindsightError as one:
                         results[i] = one
                 continue
@@ -148,16 +163,17 @@ class Writes:
         return [r for r in results if r is not None]
 
     def _write_checked(
-        self, owner: str, requests: Sequence[MemoryWrite], now: datetime | None
-    ) -> list[MemoryWriteResult]:
+        self, owner: str, requests: Sequence[MemoryWrite], now: datetime | None, *, index_later: bool = False
+    ) -> Inserted:
         if not requests:
-            return []
+            return Inserted(results=[], vectors=[], queued=[])
         now = now or utcnow()
-        prepared = self.prepare(requests, [validity_for(r.ttl, r.scope, now) for r in requests])
+        validities = [validity_for(r.ttl, r.scope, now) for r in requests]
+        prepared = self.prepare(requests, validities, embed=not index_later)
         with self.db.transaction() as session:
             inserted = self.insert(session, owner, prepared, now)
         self.settle(owner, inserted.vectors)
-        return inserted.results
+        return inserted
 
     def check(self, owner: str, request: MemoryWrite) -> None:
         """Refuse a write over a size limit, or with values no vector filter could name."""
@@ -168,10 +184,15 @@ class Writes:
         """The vectors of memories with these texts and metadata (:func:`embedded_text`)."""
         return self.embedder.embed([embedded_text(t, m) for t, m in zip(texts, metadata, strict=True)])
 
-    def prepare(self, requests: Sequence[MemoryWrite], validities: Sequence[Validity]) -> list[Prepared]:
-        """The writes with their texts and vectors (one embedding batch), outside any transaction."""
+    def prepare(
+        self, requests: Sequence[MemoryWrite], validities: Sequence[Validity], *, embed: bool = True
+    ) -> list[Prepared]:
+        """The writes with their texts and vectors (one embedding batch; none unless ``embed``), outside
+        any transaction."""
         texts = [value_text(r.value) for r in requests]
-        vectors = self.embed(texts, [r.metadata for r in requests]) if requests else []
+        vectors: Sequence[list[float] | None] = (
+            self.embed(texts, [r.metadata for r in requests]) if requests and embed else [None] * len(requests)
+        )
         return [
             Prepared(request=r, text=t, vector=v, validity=d)
             for r, t, v, d in zip(requests, texts, vectors, validities, strict=True)
@@ -184,6 +205,7 @@ class Writes:
         versions.bump_generation()
         results: list[MemoryWriteResult] = []
         vectors: list[VectorRow] = []
+        queued: list[int] = []
         # What each write replaces, read up front: a key's first write in the batch replaces what is
         # stored, a later one the version written just before it.
         first = _first_of_key([w.request for w in writes])
@@ -235,13 +257,16 @@ class Writes:
                 versions.supersede(previous.seq, memory_id, now)
                 superseded = previous.record.memory_id
             results.append(MemoryWriteResult(memory_id=memory_id, version=new.version, superseded_id=superseded))
-            vectors.append(
-                VectorRow(seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=write.vector)
-            )
+            queued.append(seq)
+            if write.vector is not None:
+                vector = VectorRow(
+                    seq=seq, owner=owner, scope_key=request.scope.key, entity=request.entity, vector=write.vector
+                )
+                vectors.append(vector)
         neighbours.link()
-        if vectors:
-            IndexQueue(session, owner, self.db.dialect).add([v.seq for v in vectors], IndexOp.UPSERT)
-        return Inserted(results=results, vectors=vectors)
+        if queued:
+            IndexQueue(session, owner, self.db.dialect).add(queued, IndexOp.UPSERT)
+        return Inserted(results=results, vectors=vectors, queued=queued)
 
     def settle(self, owner: str, upserts: Sequence[VectorRow] = (), deletes: Sequence[int] = ()) -> None:
         """After the commit: the vectors to Milvus, the queue entries cleared (see :mod:`cluster.memory.derived`)."""

@@ -2,11 +2,14 @@
 
 # Annotations stay eager here: the SDK reads them.
 import time
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
-from pydantic import Field, JsonValue, StrictBool, StrictInt, WithJsonSchema
+from pydantic import Field, JsonValue, StrictBool, StrictInt, ValidationError, WithJsonSchema
 
+from cluster.core.errors import HindsightError
 from cluster.core.types import DateTime, canonical_json
 from cluster.memory.models import (
     MAX_TOP_K,
@@ -20,6 +23,7 @@ from cluster.memory.models import (
     MemoryUpdate,
     MemoryWrite,
     MemoryWriteResult,
+    MemoryWritesResult,
     ObserveResult,
     SessionEnd,
     SessionEndResult,
@@ -28,7 +32,8 @@ from cluster.memory.models import (
 )
 from cluster.memory.policy import MemoryScope, Ttl
 from cluster.memory.policy.versions import MemoryState
-from cluster.tools.common import ToolContext, answer, tool_errors, toolbox
+from cluster.tools.common import Toolbox, ToolContext, answer, tool_errors, toolbox
+from cluster.tools.errors import explained
 
 HIT_TEXT_CHARS = 300
 """A hit's value in the text answer is cut here; the structured answer has it whole."""
@@ -89,10 +94,12 @@ def _hit_lines(result: MemoryQueryResult) -> str:
     """What a model reads: one line per memory, its value once (JSON objects compact), its day,
     against which a relative time in it ("yesterday") reads, the start of its id, which
     ``memory_update`` and ``memory_forget`` take, and whether a newer version replaced it."""
+    # Said first: what the answer could not see yet (memory_writes indexes after it answers).
+    lines = [f"{result.unindexed} memories written lately are still being indexed: found by their words only."]
+    lines = lines if result.unindexed else []
     if not result.memories:
-        return "No memory matches."
+        return "\n".join([*lines, "No memory matches."])
     superseded = {h.memory.memory_id for h in result.hits if h.memory.state is MemoryState.SUPERSEDED}
-    lines = []
     for i, memory in enumerate(result.memories, 1):
         value = memory.value if isinstance(memory.value, str) else canonical_json(memory.value)
         if len(value) > HIT_TEXT_CHARS:
@@ -115,26 +122,81 @@ def _observed(result: ObserveResult) -> str:
     return f"{again}Stored as [{result.key}] ({reason}; id {short_id(stored.memory_id)}, v{stored.version}{replaces})."
 
 
+MAX_WRITES = 1000
+"""Memories one ``memory_write`` call stores at most: one transaction, answered in well under a second."""
+WRITE_ARGUMENTS = frozenset({"key", "value", "scope", "ttl", "metadata", "entity", "source_ids"})
+"""What an item of ``memories`` may hold: ``memory_write``'s own arguments."""
+NAMED_BAD_ITEMS = 5
+"""Refused items an error names; the rest are counted."""
+
+
+def _writes(items: Sequence[dict[str, JsonValue]], check: Callable[[MemoryWrite], None]) -> list[MemoryWrite]:
+    """The ``memories`` of a ``memory_write`` call as writes, or a ``ToolError`` naming each refused
+    item (its index and what is wrong). Two items with one key and scope are refused: the second would
+    supersede the first, and the call sent again would then make two more versions instead of none."""
+    problems: list[str] = []
+    writes: list[MemoryWrite] = []
+    first: dict[tuple[str, str], int] = {}
+    for i, item in enumerate(items):
+        unknown = sorted(set(item) - WRITE_ARGUMENTS)
+        try:
+            if unknown:
+                raise ToolError(f"unknown argument {', '.join(unknown)} (memory_write's arguments only)")
+            write = MemoryWrite.model_validate(item)
+            check(write)
+        except ValidationError as exc:
+            problems.append(f"memories[{i}]: {' '.join(str(explained(exc, MemoryWrite)).split())}")
+            continue
+        except (HindsightError, ToolError) as exc:
+            problems.append(f"memories[{i}]: {exc}")
+            continue
+        name = (write.scope.key, write.key)
+        if name in first:
+            problems.append(f"memories[{i}]: the key {write.key!r} of memories[{first[name]}] again; send one per key")
+            continue
+        first[name] = i
+        writes.append(write)
+    if problems:
+        more = f" (and {len(problems) - NAMED_BAD_ITEMS} more)" if len(problems) > NAMED_BAD_ITEMS else ""
+        head = f"InvalidInput: {len(problems)} of {len(items)} memories refused, none stored{more}: "
+        raise ToolError(head + "; ".join(problems[:NAMED_BAD_ITEMS]))
+    return writes
+
+
 async def memory_write(
-    key: Annotated[str, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")],
-    value: Annotated[str | dict[str, JsonValue], Field(description="Text, or a JSON object for state.")],
     ctx: ToolContext,
+    key: Annotated[str | None, Field(description="Stable name of the fact, e.g. 'preferred_timezone'.")] = None,
+    value: Annotated[str | dict[str, JsonValue] | None, Field(description="Text, or a JSON object for state.")] = None,
     scope: Annotated[MemoryScope | None, Field(description="user (default), session or task.")] = None,
     ttl: Annotated[Ttl | None, Field(description="permanent (default), session or a time window.")] = None,
     metadata: Annotated[
         dict[str, JsonValue] | None,
-        Field(
-            description="Free-form. session_id groups a conversation, date (or Unix time) is the day it "
-            "speaks of, speaker who said it."
-        ),
+        Field(description="session_id groups a conversation; date (or Unix time) is its day; speaker who said it."),
     ] = None,
     entity: Annotated[str | None, Field(description="What it is about (person, project, tool).")] = None,
     source_ids: Annotated[list[str] | None, Field(description="Ids it was derived from.")] = None,
-) -> MemoryWriteResult:
-    """Remember something across sessions. Writing an existing key makes a new version and hides the
-    old one; the same write again changes nothing."""
+    memories: Annotated[
+        list[dict[str, JsonValue]] | None,
+        Field(
+            min_length=1, max_length=MAX_WRITES, description=f"Instead: up to {MAX_WRITES}, each with these arguments."
+        ),
+        # Each item's schema is the one published right above it.
+        WithJsonSchema({"type": "array", "items": {"type": "object"}}),
+    ] = None,
+) -> Annotated[CallToolResult, MemoryWriteResult]:
+    """Remember across sessions: key and value, or several in memories (all stored or none; found by
+    meaning seconds later). Writing a key again makes a new version, hiding the old; the same write again
+    changes nothing."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
+    if memories is not None:
+        alone = [n for n, v in (("key", key), ("value", value), ("scope", scope), ("ttl", ttl)) if v is not None]
+        alone += [n for n, v in (("metadata", metadata), ("entity", entity), ("source_ids", source_ids)) if v]
+        if alone:
+            raise ToolError(f"InvalidInput: {', '.join(alone)} with memories: each memory carries its own")
+        return await _write_many(box, owner, memories)
+    if key is None or value is None:
+        raise ToolError("InvalidInput: key and value are required (or memories, several at once)")
     with tool_errors():
         request = MemoryWrite(
             key=key,
@@ -148,7 +210,24 @@ async def memory_write(
     with tool_errors():
         result = await box.memory_writes.submit((owner, request))
     box.services.metrics.memory_writes.inc()
-    return result
+    return answer(result, result.model_dump_json())
+
+
+async def _write_many(box: Toolbox, owner: str, items: Sequence[dict[str, JsonValue]]) -> CallToolResult:
+    """Several memories in one unit of work, answered once stored: their vectors are made after the
+    answer (:mod:`cluster.memory.indexing`), and the answer says how many of the owner's still wait."""
+    memory = box.services.memory
+    requests = _writes(items, lambda write: memory.writes.check(owner, write))
+
+    def write() -> MemoryWritesResult:
+        written = memory.apply_writes(owner, requests, index_later=True)
+        return MemoryWritesResult(written=tuple(written), unindexed=memory.unindexed(owner))
+
+    result = await box.call(write)
+    box.services.metrics.memory_writes.inc(len(requests))
+    stored = f"Stored {len(requests)} memories."
+    waiting = f" {result.unindexed} still being indexed: found by their words now, by meaning in seconds."
+    return answer(result, stored + waiting if result.unindexed else stored)
 
 
 async def memory_query(
@@ -167,9 +246,9 @@ async def memory_query(
     now: Annotated[DateTime | None, Field(description="Reads 'last week' from it; default as_of.")] = None,
     detail: Annotated[StrictBool, Field(description="Also return whole memories and why each matched.")] = False,
 ) -> Annotated[CallToolResult, MemoryQueryResult]:
-    """Recall long-term memories, ranked by meaning and words. One line per memory: key, value, day, the
-    start of its id (for memory_update and memory_forget) and version. With detail, the structured
-    answer adds each memory whole and why it matched."""
+    """Recall long-term memories, ranked by meaning and words: one line each with key, value, day, the
+    start of its id (for memory_update, memory_forget) and version. detail adds each memory whole and
+    why it matched."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():
@@ -197,7 +276,7 @@ async def memory_update(
     ctx: ToolContext,
     metadata: Annotated[dict[str, JsonValue] | None, Field(description="Replaces it; default keep.")] = None,
 ) -> MemoryWriteResult:
-    """Change a memory's value: makes a new version with the same key, scope and lifetime."""
+    """A memory's new value: a new version, same key, scope and lifetime."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     memory = box.services.memory
@@ -211,7 +290,9 @@ async def memory_update(
     return result
 
 
-async def memory_forget(memory_id: MemoryRef, ctx: ToolContext) -> MemoryForgetResult:
+async def memory_forget(
+    memory_id: Annotated[MemoryRef, Field(description="As in memory_update.")], ctx: ToolContext
+) -> MemoryForgetResult:
     """Delete a memory and all its versions, everywhere."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
@@ -230,7 +311,7 @@ async def memory_observe(
     speaker: Annotated[str, Field(description="Who said it.")] = "user",
     at: Annotated[DateTime | None, Field(description="When it was said; default now.")] = None,
 ) -> Annotated[CallToolResult, ObserveResult]:
-    """Log one turn of a conversation; hindsight decides by rule what to remember. 'remember ...' or
+    """Log one conversation turn; what to remember is decided by rule. 'remember ...' or
     'from now on ...' is stored at once as a user memory; a state change ('I moved to ...', 'X is now
     Y') as session state replacing the earlier one, until memory_end_session. Other turns stay raw
     until a later turn refers back (another session, or {promotion_min_gap} later). Text at most
@@ -248,8 +329,8 @@ async def memory_observe(
 async def memory_end_session(
     session_id: Annotated[str, Field(description="The session to close.")], ctx: ToolContext
 ) -> Annotated[CallToolResult, SessionEndResult]:
-    """Close a session: the memories that live as long as it (its state changes, ttl 'session')
-    expire. Ending it again changes nothing."""
+    """Close a session: its state changes and its ttl 'session' memories expire. Ending it again
+    changes nothing."""
     box = toolbox(ctx)
     owner = box.owner(ctx)
     with tool_errors():

@@ -241,13 +241,23 @@ class Search:
                 names.add(name)
         return names, newest
 
+    def unindexed(self, after_seq: int = 0) -> tuple[int, int | None]:
+        """How many of the owner's memories wait for their vectors, and the first of them after ``after_seq``."""
+        count, first = run(self.session, statements.unindexed(), {"owner": self.owner, "after": after_seq}).one()
+        return int(count), (int(first) if first is not None else None)
+
     def texts_after(self, after_seq: int) -> tuple[list[str], int]:
-        """The texts of the owner's memories newer than ``after_seq``, and the newest seq seen."""
+        """The texts of the owner's memories newer than ``after_seq`` up to the first one still
+        waiting for its vector, and the newest seq seen.
+
+        The expansion's words come from these: the vectors of a memory's words are stored with its
+        own (:meth:`MemoryService.apply_writes`), so no query embeds the words of a burst of writes.
+        """
         texts: list[str] = []
         newest = after_seq
-        for seq, value in run(
-            self.session, statements.texts_after(first=after_seq <= 0), {"owner": self.owner, "after": after_seq}
-        ):
+        _, waiting = self.unindexed(after_seq)
+        params = {"owner": self.owner, "after": after_seq, "before": waiting if waiting is not None else 2**62}
+        for seq, value in run(self.session, statements.texts_after(first=after_seq <= 0), params):
             newest = max(newest, int(seq))
             texts.append(value)
         return texts, newest
