@@ -12,6 +12,7 @@ next write or for maintenance.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -21,6 +22,9 @@ logger = logging.getLogger(__name__)
 #: Rows embedded and settled at a time: each settle makes them searchable by meaning, so a query
 #: during a long burst sees the indexed part grow.
 CHUNK = 64
+#: The thread's CPU priority below the process's (Linux ``nice``): a query, on this process or
+#: another, gets a busy core first; the indexing takes what is left.
+NICER = 10
 
 
 class BackgroundIndexing:
@@ -48,6 +52,11 @@ class BackgroundIndexing:
         self._jobs.join()
 
     def _run(self) -> None:
+        try:
+            # On Linux a thread is a task of its own: this lowers this thread's priority only.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + NICER)
+        except (AttributeError, OSError):  # no per-thread priority here: it runs at the process's
+            pass
         while True:
             owner, seqs = self._jobs.get()
             try:
