@@ -129,8 +129,8 @@ class TermSpace:
         if need > len(rows):
             rows = np.zeros((max(need, 2 * len(rows)), rows.shape[1]), dtype=np.float32)
             rows[: self._count] = self._rows[: self._count]
+        rows[self._count : need] = np.stack([vectors[word] for word in new])
         for i, word in enumerate(new, start=self._count):
-            rows[i] = vectors[word]
             self._terms.append(word)
             self._index[word] = i
         self._rows = rows

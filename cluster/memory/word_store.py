@@ -47,13 +47,20 @@ class SharedWordVectors:
 
     def read(self, session: Session, words: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors among ``words``, in the caller's unit of work."""
-        found: dict[str, np.ndarray] = {}
+        names: list[str] = []
+        blobs: list[bytes] = []
         for i in range(0, len(words), CHUNK):
             stmt = select(WordVectorRow.word, WordVectorRow.vector).where(
                 WordVectorRow.embedder == self.key, WordVectorRow.word.in_(words[i : i + CHUNK])
             )
-            found.update((w, np.frombuffer(v, dtype=LAYOUT)) for w, v in session.execute(stmt))
-        return found
+            for word, blob in session.execute(stmt):
+                names.append(word)
+                blobs.append(blob)
+        if not names:
+            return {}
+        # One buffer for all of them: a first query of an owner reads thousands of words.
+        rows = np.frombuffer(b"".join(blobs), dtype=LAYOUT).reshape(len(names), -1)
+        return dict(zip(names, rows, strict=True))
 
     def drop_others(self) -> int:
         """Delete the words other embedders stored (after this one rebuilt the vectors); returns how many."""

@@ -173,3 +173,41 @@ def test_held_words_are_words_of_a_memorys_text_alone(
     with database.read() as session:
         held = Search(session, "fleet", database.dialect).held_words(["puppy", "kitten", "sleeps", "pets"])
     assert held == {"puppy"}
+
+
+def test_a_batch_indexed_later_is_expanded_from_stored_words_in_every_process(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    writer = MemoryService(database, embedder, index, cache_bytes=0, embedder_name="minilm test")
+    thread = writer.indexing
+    # The writer's indexing thread held: the jobs are only noted, as a slow replica would leave them.
+    jobs: list[tuple[str, list[int]]] = []
+    writer.indexing = type(thread)(lambda owner, seqs: jobs.append((owner, list(seqs))))
+    writes = [MemoryWrite(key=k, value=f"{who}: {text}") for k, who, text in SAID]
+    writer.apply_writes("bulk", writes, now=T0, index_later=True)
+    writer.indexing.wait()
+    # Before the vectors are made, a query in another process embeds only itself: the batch's words
+    # are not in its term space yet, and the query says how many memories it could not see by meaning.
+    counting = Counting(embedder)
+    reader = MemoryService(database, counting, index, cache_bytes=0, embedder_name="minilm test")
+    early = reader.run_query("bulk", MemoryQuery(query=QUESTION, top_k=3), now=T0)
+    assert early.unindexed == len(SAID)
+    assert early.expansions == ()
+    assert counting.texts == [QUESTION]
+    # The writer's thread does the jobs: the vectors of the memories and of their words, stored in SQL
+    # before the memories count as indexed; a third process then reads the owner's words and embeds
+    # only the query and its own words.
+    for owner, seqs in jobs:
+        thread.request(owner, seqs)
+    thread.wait()
+    assert writer.unindexed("bulk") == 0
+    fresh = Counting(embedder)
+    late = MemoryService(database, fresh, index, cache_bytes=0, embedder_name="minilm test")
+    result = late.run_query("bulk", MemoryQuery(query=QUESTION, top_k=3), now=T0)
+    assert result.unindexed == 0
+    assert "puppy" in result.expansions
+    assert fresh.texts[0] == QUESTION
+    assert not {"puppy", "shelter", "couch", "accountant", "melanie"} & set(fresh.texts)
+    assert result.hits[0].memory.key == "shelter"
+    # The reader that saw the batch before it was indexed grows its space to the same words.
+    assert reader.run_query("bulk", MemoryQuery(query=QUESTION, top_k=3), now=T0).expansions == result.expansions
