@@ -61,6 +61,9 @@ class DerivedState:
         self.activity = activity
         self.accesses = accesses
         self.retry_after = retry_after
+        # Told the texts of the vectors made here, before they count as indexed (the memory service
+        # stores their words' vectors for the query expansion then).
+        self.embedded: Callable[[Sequence[str]], object] | None = None
 
     # -------------------------------------------------------------------------------- vectors
 
@@ -142,14 +145,7 @@ class DerivedState:
             logger.info("did %s queued memory vector changes", done)
         return done
 
-    def make_vectors(
-        self,
-        owner: str,
-        seqs: Sequence[int],
-        deletes: Sequence[int] = (),
-        *,
-        embedded: Callable[[Sequence[str]], object] | None = None,
-    ) -> bool:
+    def make_vectors(self, owner: str, seqs: Sequence[int], deletes: Sequence[int] = ()) -> bool:
         """Make the vectors of the owner's ``seqs`` from their SQL text and settle them (with
         ``deletes``); ``False`` if that failed (the queue keeps the work). ``embedded`` gets the texts
         once they are embedded, before their queue entries are cleared."""
@@ -157,8 +153,8 @@ class DerivedState:
             sources = IndexQueue(session, owner, self.db.dialect).sources(seqs)
         texts = [src.text for src in sources]
         vectors = self.embedder.embed(texts) if sources else []
-        if embedded is not None and texts:
-            embedded(texts)
+        if self.embedded is not None and texts:
+            self.embedded(texts)
         rows = [
             VectorRow(seq=src.seq, owner=owner, scope_key=src.scope_key, entity=src.entity, vector=v)
             for src, v in zip(sources, vectors, strict=True)

@@ -141,6 +141,8 @@ class MemoryService:
             terms=self.terms,
             words=self.words,
         )
+        # Queued vector work done by anyone (the indexing thread, a retry, maintenance) stores its words' vectors.
+        self.derived.embedded = self.queries.store_words
         self.indexing = BackgroundIndexing(self._index_queued)
         self.promotions = Promotions(database, self.writes, promotion=self.promotion, limits=self.limits)
         self.upkeep = Upkeep(
@@ -186,7 +188,7 @@ class MemoryService:
     def _index_queued(self, owner: str, seqs: Sequence[int]) -> None:
         """The indexing thread's work: the vectors of the owner's ``seqs``, and those of their words
         stored before their queue entries are cleared (so no query embeds them); the next query prepared."""
-        self.derived.make_vectors(owner, seqs, embedded=self.queries.store_words)
+        self.derived.make_vectors(owner, seqs)
         self.queries.prepare(owner)
 
     def apply_write_batch(
