@@ -94,9 +94,9 @@ def _hit_lines(result: MemoryQueryResult) -> str:
     """What a model reads: one line per memory, its value once (JSON objects compact), its day,
     against which a relative time in it ("yesterday") reads, the start of its id, which
     ``memory_update`` and ``memory_forget`` take, and whether a newer version replaced it."""
-    # Said first: what the answer could not see yet (memory_writes indexes after it answers).
-    lines = [f"{result.unindexed} memories written lately are still being indexed: found by their words only."]
-    lines = lines if result.unindexed else []
+    # Said first: what the answer could not see yet (a memory_write of many indexes after it answers).
+    waiting = f"{result.unindexed} memories written lately are still being indexed: found by their words only."
+    lines = [waiting] if result.unindexed else []
     if not result.memories:
         return "\n".join([*lines, "No memory matches."])
     superseded = {h.memory.memory_id for h in result.hits if h.memory.state is MemoryState.SUPERSEDED}
