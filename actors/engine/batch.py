@@ -22,6 +22,7 @@ from actors.engine.labels import LabelledPath
 from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
+from actors.engine.aims import distil_aims
 from actors.engine.templates import Finding, distil_group
 from cluster.core.types import Frozen
 
@@ -140,6 +141,9 @@ def _attribute_batch(
             continue
         if is_sensitive(group):
             findings.extend(f for f in distil_group(group) if any(o.in_batch for o in f.evidence))
+        # A tool that worked aimed one way and missed aimed another: evidence even where every
+        # choice scored neutral or better (misses are partial results, not failures).
+        findings.extend(f for f in distil_aims(group) if any(o.in_batch for o in f.evidence))
         if any(o.outcome < 0 for o in group):
             outcomes.extend(_outcome(o, pool_id) for o in group if o.outcome != 0)
 

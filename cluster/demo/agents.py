@@ -377,10 +377,13 @@ async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, a
     await policy.begin(client, episode)
     recorder = Recorder(client, episode, agent_id)
     tried: list[Call] = []
+    stage = None
     while (view := episode.view()) is not None:
+        if view.stage != stage:
+            tried, stage = [], view.stage  # calls that did nothing count within one stage only
         decision = await policy.choose(client, episode, view, tried)
         result = episode.act(decision.call)
-        await recorder.record(view, decision.call, result, decision.reasoning)
+        await recorder.record(episode.recorded_view(view, decision.call), decision.call, result, decision.reasoning)
         policy.observe(view, decision, result)
         tried = [] if result.status == "success" else [*tried, decision.call]
     served = {role: policy.served_for(role) for role in recorder.trajectories}

@@ -152,6 +152,14 @@ class Episode(ABC):
             return None
         return self._with_decoys(self.stage)
 
+    def recorded_view(self, view: StepView, call: Call) -> StepView:
+        """The view a call is recorded (and its experience asked for) in: ``view`` itself here.
+
+        An environment whose calls act on one of many things narrows it to the thing acted on
+        (:mod:`bench.textworld.game`), so the learner sees the aim decided for that thing.
+        """
+        return view
+
     def _with_decoys(self, stage: str) -> StepView:
         view = self._view(stage)
         extra = [Call(action=a) for a, _ in self.decoys.get(stage, ()) if a not in view.available_actions]

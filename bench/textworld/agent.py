@@ -1,0 +1,36 @@
+"""The hindsight agent for games whose calls act on one of many things: it asks per thing.
+
+At a step, for each thing that some valid call acts on with a choice of calls (a held object
+that can go in several places), the agent asks ``query_experience`` with that thing as the
+snapshot's ``focus`` — the view the step is recorded in — and follows the first served
+template whose call is one of the game's valid actions. Where nothing applies it explores as
+the no-memory agent does, skipping the calls on a thing that applicable templates say fail or miss here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.textworld.game import GameEpisode, options_on
+from cluster.demo.agents import Decision, HindsightPolicy
+from cluster.demo.env_base import Call, Episode, StepView
+from cluster.demo.following import follow
+from cluster.demo.recording import ToolClient
+
+
+class FocusedHindsightPolicy(HindsightPolicy):
+    """:class:`HindsightPolicy`, asking once per thing acted on (see the module docstring)."""
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        if not isinstance(episode, GameEpisode) or not view.is_decision:
+            return await super().choose(client, episode, view, tried)
+        blocked: list[Call] = []
+        for focus in options_on(view):
+            narrowed = episode.focused(view, focus)
+            served = await self.query(client, episode, narrowed)
+            choice, avoided = follow(served, narrowed, episode.task_type, tried)
+            if choice is not None and choice.call in narrowed.options:
+                return Decision(call=choice.call, source="template", template_id=choice.template_id)
+            # Experience says these calls on this thing fail or miss here: explore past them.
+            blocked += [c for c in narrowed.options if c.action in avoided]
+        return Decision(call=self._explorer.pick(view, [*tried, *blocked]), source="explore")
