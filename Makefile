@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint postgres chromium notebook console-screenshots
+.PHONY: demo test lint postgres chromium java notebook console-screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,11 @@ $(PROXY_SERVERS)/node_modules/.installed: $(PROXY_SERVERS)/package.json $(PROXY_
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: lint postgres chromium $(PROXY_SERVERS)/node_modules/.installed
+# TextWorldExpress (the textworld extra, bench/textworld and its test) runs on a Java runtime: installed when missing.
+java:
+	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; }
+
+test: lint postgres chromium java $(PROXY_SERVERS)/node_modules/.installed
 	RAY_AUTH_MODE=disabled $(BIN)/pytest
 
 # Runs notebooks/ on the demo's data (run `make demo` first for the full picture) and saves its plots in docs/notebook/.

@@ -31,7 +31,7 @@ from actors.engine.conditions import as_population
 from actors.engine.contrast import Observation
 from actors.engine.disjunction import learn_disjunction
 from actors.engine.evaluation import holds_all
-from actors.engine.features import Scalar, flatten_context
+from actors.engine.features import Features, Scalar, flatten_context
 from actors.engine.generalize import CONSTANT_KINDS, string_kind
 from actors.engine.model.templates import Predicate
 from actors.engine.templates import MIN_PRECISION, Finding, _finding
@@ -51,9 +51,7 @@ def distil_aims(group: Sequence[Observation]) -> list[Finding]:
             continue
         keys = sorted({k for o, a in zip(calls, aims, strict=True) if o.outcome > 0 for k in a})
         for key in keys:
-            worked = sorted(
-                {a[key] for o, a in zip(calls, aims, strict=True) if o.outcome > 0 and key in a}, key=repr
-            )
+            worked = sorted({a[key] for o, a in zip(calls, aims, strict=True) if o.outcome > 0 and key in a}, key=repr)
             if len(worked) < 2 and not any(o.outcome <= 0 and key in a for o, a in zip(calls, aims, strict=True)):
                 continue
             for value in worked:
@@ -79,7 +77,7 @@ def _aim(
     value: Scalar,
     calls: Sequence[Observation],
     aims: Sequence[dict[str, Scalar]],
-    population: Sequence[dict[str, Scalar]],
+    population: Sequence[Features],
 ) -> list[Finding]:
     aimed = [(o, a.get(key)) for o, a in zip(calls, aims, strict=True) if key in a]
     positive = [o for o, v in aimed if v == value and o.outcome > 0]
@@ -87,9 +85,7 @@ def _aim(
     misses = [o for o, v in aimed if v != value and o.outcome <= 0]
     if not positive or not misses:
         return []
-    learned = learn_disjunction(
-        [o.features for o in positive], [o.features for o in negative], population=population
-    )
+    learned = learn_disjunction([o.features for o in positive], [o.features for o in negative], population=population)
     if learned is None or learned.precision < MIN_PRECISION:
         return []
     findings = []

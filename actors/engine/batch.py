@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from pydantic import Field
 
+from actors.engine.aims import distil_aims
 from actors.engine.contrast import Contrast, Observation, group_by_signature, is_sensitive, observe
 from actors.engine.credit import Scorer, credit_context, get_scorer, score_nodes
 from actors.engine.handoff import blame
@@ -22,7 +23,6 @@ from actors.engine.labels import LabelledPath
 from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.model.trajectories import Trajectory
 from actors.engine.retire import ActionOutcome
-from actors.engine.aims import distil_aims
 from actors.engine.templates import Finding, distil_group
 from cluster.core.types import Frozen
 

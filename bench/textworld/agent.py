@@ -4,7 +4,7 @@ At a step, for each thing that some valid call acts on with a choice of calls (a
 that can go in several places), the agent asks ``query_experience`` with that thing as the
 snapshot's ``focus`` — the view the step is recorded in — and follows the first served
 template whose call is one of the game's valid actions. Where nothing applies it explores as
-the no-memory agent does, skipping the calls on a thing that applicable templates say fail or miss here.
+the no-memory agent does.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ class FocusedHindsightPolicy(HindsightPolicy):
     async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
         if not isinstance(episode, GameEpisode) or not view.is_decision:
             return await super().choose(client, episode, view, tried)
-        blocked: list[Call] = []
         for focus in options_on(view):
             narrowed = episode.focused(view, focus)
             served = await self.query(client, episode, narrowed)
-            choice, avoided = follow(served, narrowed, episode.task_type, tried)
+            choice, _ = follow(served, narrowed, episode.task_type, tried)
             if choice is not None and choice.call in narrowed.options:
                 return Decision(call=choice.call, source="template", template_id=choice.template_id)
-            # Experience says these calls on this thing fail or miss here: explore past them.
-            blocked += [c for c in narrowed.options if c.action in avoided]
-        return Decision(call=self._explorer.pick(view, [*tried, *blocked]), source="explore")
+        # What templates avoid is not skipped here: an avoided tool is often the one that, aimed
+        # elsewhere, is right (put it in the other place), and the agent cannot tell which aim.
+        return Decision(call=self._explorer.pick(view, tried), source="explore")

@@ -9,9 +9,9 @@ A step's result comes from the game's score: it rose → ``success``; it fell, o
 the task failed → ``failure``; the game took the action and scored nothing → ``partial`` (the
 call ran; whether it was aimed right shows only later, if ever). The summary is the game's answer.
 
-A state is the room and the actions valid there; each visit to a state is a stage of its own,
-so an agent never repeats a call that did nothing in the same visit, and explores afresh the
-next time it comes back.
+A state is the room and the actions valid there; each visit to a state is a stage of its own
+(a step that changes neither stays in the visit), so an agent never repeats a call that did
+nothing in the same visit, and explores afresh the next time it comes back.
 """
 
 from __future__ import annotations
@@ -120,12 +120,10 @@ class GameEpisode(Episode):
         super().__init__(seed, budget)
         self.env = _env()
         try:
-            _, info = self.env.reset(
-                seed=seed, gameFold=fold, gameName=game, gameParams=params, generateGoldPath=True
-            )
+            self.gold: tuple[str, ...] = self._gold(game, params, fold, seed)
+            _, info = self.env.reset(seed=seed, gameFold=fold, gameName=game, gameParams=params)
         except ValueError as exc:  # the game's own message names what is wrong
             raise ValueError(" ".join(str(exc).split())) from None
-        self.gold: tuple[str, ...] = tuple(self.env.getGoldActionSequence())
         self._info: dict[str, Any] = info
         self._visits: dict[str, int] = {}
         self._lost = False
@@ -133,12 +131,27 @@ class GameEpisode(Episode):
         self._calls: dict[str, tuple[Call, str]] = {}
         self.stage = self._enter()
 
+    def _gold(self, game: str, params: str, fold: str, seed: int) -> tuple[str, ...]:
+        """The game's gold path, played until the game says the task is done.
+
+        The game's sequence opens with "look around" (what a reset already shows) and may go on
+        after the win; neither is a step an agent needs.
+        """
+        self.env.reset(seed=seed, gameFold=fold, gameName=game, gameParams=params, generateGoldPath=True)
+        path: list[str] = []
+        for action in self.env.getGoldActionSequence()[1:]:
+            path.append(action)
+            _, _, _, info = self.env.step(action)
+            if info.get("tasksuccess"):
+                break
+        return tuple(path)
+
     @property
     def task(self) -> str:
         return str(self._info["taskDescription"])
 
     def oracle_steps(self) -> float:
-        """The game's gold path, as long as the game gives it."""
+        """The gold path's length (:meth:`_gold`)."""
         return float(len(self.gold))
 
     @property
@@ -202,17 +215,20 @@ class GameEpisode(Episode):
             self._lost = True
             return StepResult(status="failure", summary=f"task failed: {answer}")
         delta = float(info["scoreRaw"]) - before
-        status = "success" if delta > 0 else "failure" if delta < 0 else "partial"
-        return StepResult(status=status, summary=answer)
+        if delta > 0:
+            return StepResult(status="success", summary=answer)
+        return StepResult(status="failure" if delta < 0 else "partial", summary=answer)
 
     def _next(self, stage: str, call: Call) -> str | None:
-        return None if self.succeeded else self._enter()
+        if self.succeeded:
+            return None
+        return stage if stage.startswith(f"{self._state()}@") else self._enter()
 
     def act(self, call: Call) -> StepResult:
         """One game step; the state moves whatever the result (a partial step changes the world too)."""
-        stage = self.stage
+        stage = self.stage or ""
         result = super().act(call)
-        if self.stage == stage and self._stepped and not self.done:
+        if self.stage == stage and self._stepped and not self.done and not stage.startswith(f"{self._state()}@"):
             self.stage = self._enter()
         return result
 

@@ -114,7 +114,13 @@ def cell(game: str, condition: Condition, trained: int, results: Sequence[Episod
 
 
 async def run_condition(
-    game: str, condition: Condition, trained: int, dev: int, budget: int, data_dir: Path, progress: Callable[[str], None]
+    game: str,
+    condition: Condition,
+    trained: int,
+    dev: int,
+    budget: int,
+    data_dir: Path,
+    progress: Callable[[str], None],
 ) -> Cell:
     """Fresh memory, ``trained`` train games (learning at the boundaries), then the dev games."""
     with local_services((condition,), data_dir) as (clients, drain):

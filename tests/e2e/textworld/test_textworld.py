@@ -1,0 +1,98 @@
+"""TextWorldExpress games through the real service over MCP (the official client, in process)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from bench.textworld.agent import FocusedHindsightPolicy
+from bench.textworld.game import GameEpisode, available, parse_action
+from bench.textworld.run import GAMES, check_game, main
+from cluster.demo.agents import Decision, ExplorePolicy, run_episode
+from cluster.demo.env_base import Call, Episode, StepView
+from cluster.demo.recording import ToolClient
+from cluster.services import Services, analysis_for
+
+pytestmark = [
+    pytest.mark.textworld,
+    pytest.mark.skipif(available() is not None, reason=available() or ""),
+]
+TWC = GAMES["twc"]
+
+
+class GoldPolicy(ExplorePolicy):
+    """Plays the game's gold path (a test's way to reach a win in few steps)."""
+
+    async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
+        assert isinstance(episode, GameEpisode)
+        wanted = parse_action(episode.gold[episode.steps])
+        assert wanted in view.options
+        return Decision(call=wanted, source="explore")
+
+
+def test_parse_action_reads_verb_object_and_target() -> None:
+    assert parse_action("put black blanket in chest of drawers") == Call(
+        action="put", params={"object": "black blanket", "target": "chest of drawers"}
+    )
+    assert parse_action("cook block of cheese in barbeque").params == {
+        "object": "block of cheese",
+        "target": "barbeque",
+    }
+    assert parse_action("inventory") == Call(action="inventory")
+
+
+@pytest.mark.anyio
+async def test_a_won_game_is_recorded_step_by_step_and_finalized(client: Client, services: Services) -> None:
+    episode = GameEpisode("twc", TWC, "train", 1)
+    result = await run_episode(client, episode, GoldPolicy(), agent_id="test")
+    assert result.succeeded
+    assert result.steps == len(episode.gold) == result.oracle_steps
+    stored = services.capture.load("local", uuid.UUID(result.trajectory_ids["agent"]))
+    assert stored.outcome is not None
+    assert stored.outcome.status.value == "success"
+    puts = [n for n in stored.nodes if n.chosen_action == "put"]
+    assert puts
+    assert all(set(n.action_params) == {"object", "target"} for n in puts)
+    # The thing a call acts on is the focus of the snapshot it is recorded with.
+    assert all(n.context_snapshot["focus"] == n.action_params["object"] for n in puts)
+    assert all(n.execution_result.status.value == "success" for n in puts)
+    assert analysis_for(services).run_once().trajectories == 1
+
+
+@pytest.mark.anyio
+async def test_the_hindsight_agent_plays_a_game_over_mcp(client: Client, services: Services) -> None:
+    policy = FocusedHindsightPolicy()
+    first = await run_episode(client, GameEpisode("twc", TWC, "train", 1), GoldPolicy(), agent_id="test")
+    assert first.succeeded
+    while analysis_for(services).run_once().trajectories:
+        pass
+    result = await run_episode(client, GameEpisode("twc", TWC, "train", 2, budget=15), policy, agent_id="test")
+    assert 0 < result.steps <= 15
+    stored = services.capture.load("local", uuid.UUID(result.trajectory_ids["agent"]))
+    assert stored.outcome is not None
+    assert stored.outcome.status.value == ("success" if result.succeeded else "failure")
+    assert len(stored.nodes) == result.steps
+
+
+def test_an_unknown_game_is_refused_with_the_games_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"Unknown game \(nosuch\)"):
+        check_game("nosuch", "")
+    assert main(["--games", "nosuch", "--out", str(tmp_path / "out.json")]) == 2
+    assert "Unknown game (nosuch)" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_an_unknown_parameter_is_refused_with_the_games_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match=r"Unrecognized property name \(bogus\)"):
+        check_game("twc", "numLocations=2,bogus=3")
+    assert main(["--games", "twc", "--params", "numLocations=99"]) == 2
+    assert "Number of locations must be less than" in capsys.readouterr().err
+
+
+def test_the_test_fold_is_never_played() -> None:
+    with pytest.raises(ValueError, match="fold"):
+        GameEpisode("twc", TWC, "test", 0)
