@@ -198,6 +198,7 @@ def build_experience_service(
         confidence_threshold=settings.confidence_threshold,
         versions_kept=settings.experience_versions_kept,
         roles=settings.role_libraries(),
+        value_nearness=settings.value_nearness,
     )
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cluster.experience.models import RoleLibraries
+from cluster.experience.nearness import NEARNESS_DEFAULT
 from cluster.memory.policy import ActivityPolicy, PromotionPolicy, RankingPolicy
 
 
@@ -98,6 +99,11 @@ class Settings(BaseSettings):
     )
     experience_top_k: Annotated[int, Field(ge=1, le=8)] = 5
     confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    value_nearness: Annotated[float, Field(gt=0.0, le=1.0)] | None = Field(
+        default=NEARNESS_DEFAULT,
+        description="Least cosine (service embedder) at which a text value of a query's situation that no "
+        "learned condition names is read as the nearest value one does; unset: exact values only.",
+    )
     experience_versions_kept: Annotated[int, Field(ge=1, le=1000)] = Field(
         default=5, description="Experience library versions kept per owner (plus the active and previous one)."
     )

@@ -1,25 +1,23 @@
 """Aims: the same tool, aimed at different things, makes progress in one situation and not in another.
 
 ``put(object="black blanket", target="chest of drawers")`` scores and ``put(..., target="bed")``
-does nothing: the tool worked both times, the *aim* was wrong. A recorded ``partial`` result
-(the call ran but did something other than intended) scores neutral in credit, so these
-misses are neither the tool's successes nor its failures, and the pair contrasts of
-:mod:`actors.engine.templates` never see them. Here they are evidence.
+does not: the tool worked both times, the *aim* was wrong. The pair contrasts of
+:mod:`actors.engine.templates` compare two calls at a time and need a condition separating
+each pair; where a tool has many aims, each right in its own situations, that evidence is thin
+per pair. Here each aim is learned against all the others at once.
 
 For every tool that succeeded at a decision point, every plain constant parameter (a short
 string or a boolean the call did not read off the situation: ``target="chest of drawers"``,
 not ``object=<focus>``) and every value ``v`` it succeeded with:
 
 * *positive* runs: the tool succeeded with ``v``;
-* *negative* runs: the tool was aimed at ``v`` and did nothing (neutral: a partial result), or
-  it succeeded with another value (there, the situation called for that one);
+* *negative* runs: the tool was aimed at ``v`` and did not succeed (it failed, or did nothing:
+  a partial result, neutral in credit), or it succeeded with another value (there, the
+  situation called for that one);
 * the condition separating them is learned as any other (:func:`learn_disjunction`, precision
-  at least ``MIN_PRECISION``), and inside it there must be a neutral miss of the tool aimed elsewhere:
+  at least ``MIN_PRECISION``), and inside it there must be a miss of the tool aimed elsewhere:
   the template recommends the tool aimed at ``v`` and avoids it aimed elsewhere, both backed by
   real runs.
-
-Outright failures are left to :mod:`actors.engine.templates` (pair contrasts, ``_distil_params``),
-so decisions without partial results learn exactly what they learned before.
 
 So "where does a blanket go" is ``When focus in {'black blanket', 'plaid blanket'}, prefer
 put(object=<focus>, target="chest of drawers"); avoid put(target="bed")``. Template ids name
@@ -50,12 +48,12 @@ def distil_aims(group: Sequence[Observation]) -> list[Finding]:
     for tool in tools:
         calls = [o for o in group if o.action == tool]
         aims = [_aims(o) for o in calls]
-        if not any(o.outcome == 0 for o in calls):
+        if not any(o.outcome <= 0 for o in calls):
             continue
         keys = sorted({k for o, a in zip(calls, aims, strict=True) if o.outcome > 0 for k in a})
         for key in keys:
             worked = sorted({a[key] for o, a in zip(calls, aims, strict=True) if o.outcome > 0 and key in a}, key=repr)
-            if len(worked) < 2 and not any(o.outcome == 0 and key in a for o, a in zip(calls, aims, strict=True)):
+            if len(worked) < 2 and not any(o.outcome <= 0 and key in a for o, a in zip(calls, aims, strict=True)):
                 continue
             for value in worked:
                 findings += _aim(tool, key, value, calls, aims, population)
@@ -85,9 +83,9 @@ def _aim(
     aimed = [(o, a.get(key)) for o, a in zip(calls, aims, strict=True) if key in a]
     positive = [o for o, v in aimed if v == value and o.outcome > 0]
     negative = [o for o, v in aimed if (o.outcome > 0) if v != value] + [
-        o for o, v in aimed if v == value and o.outcome == 0
+        o for o, v in aimed if v == value and o.outcome <= 0
     ]
-    misses = [o for o, v in aimed if v != value and o.outcome == 0]
+    misses = [o for o, v in aimed if v != value and o.outcome <= 0]
     if not positive or not misses:
         return []
     learned = learn_disjunction([o.features for o in positive], [o.features for o in negative], population=population)
@@ -99,7 +97,7 @@ def _aim(
         avoided = [o for o in misses if holds_all(predicates, o.features)]
         if not recommended or not avoided:
             continue
-        counter = [o for o, v in aimed if v == value and o.outcome == 0 and holds_all(predicates, o.features)]
+        counter = [o for o, v in aimed if v == value and o.outcome <= 0 and holds_all(predicates, o.features)]
         name = key[len(PARAMS) + 1 :]
         findings.append(
             _finding(

@@ -155,14 +155,14 @@ def is_near_duplicate(old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
     return (
         family_key(old) == family_key(new)
         and _pattern_shape(old.recommended) == _pattern_shape(new.recommended)
-        and _aim(old) == _aim(new)
+        and aim_of(old) == aim_of(new)
         and _avoid_compatible(old, new)
         and conditions_compatible(old.condition.predicates, new.condition.predicates)
         and edge_caveats(new) <= edge_caveats(old)
     )
 
 
-def _aim(t: ExperienceTemplate) -> JsonValue:
+def aim_of(t: ExperienceTemplate) -> JsonValue:
     """What a template that avoids its own tool aims it at: its params (the aim is the advice)."""
     avoided = t.avoid
     return dict(t.recommended.params) if avoided is not None and avoided.tool == t.recommended.tool else None

@@ -46,7 +46,7 @@ from pydantic import JsonValue
 
 from actors.engine.evaluation import evaluate_features, is_number
 from actors.engine.features import Features, flatten_context
-from actors.engine.library import narrows
+from actors.engine.library import aim_of, narrows
 from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.signature import signature_key, situation_signature, situation_words
 from actors.engine.templates import also_avoided
@@ -239,6 +239,8 @@ def _refines(narrow: ExperienceTemplate, broad: ExperienceTemplate) -> bool:
         return False
     if (narrow.avoid.tool if narrow.avoid else None) != (broad.avoid.tool if broad.avoid else None):
         return False
+    if aim_of(narrow) != aim_of(broad):
+        return False  # the same tool aimed elsewhere is other advice (put it on the bed, not in the drawers)
     return narrows(broad.condition.predicates, narrow.condition.predicates)
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -44,11 +45,16 @@ from cluster.settings import Settings
 
 @contextmanager
 def local_services(
-    conditions: Sequence[Condition], data_dir: Path, analysed: Sequence[Condition] | None = None
+    conditions: Sequence[Condition],
+    data_dir: Path,
+    analysed: Sequence[Condition] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[ClientFactory, WaitForAnalysis]]:
     """One in-process service per condition under ``data_dir``, its client factory, and a drain of
-    the attribution queues of ``analysed`` (default: every condition)."""
-    services: dict[Condition, Services] = {c: build_services(Settings(data_dir=data_dir / c)) for c in conditions}
+    the attribution queues of ``analysed`` (default: every condition); ``settings``: other settings."""
+    services: dict[Condition, Services] = {
+        c: build_services(Settings(data_dir=data_dir / c, **(settings or {}))) for c in conditions
+    }
     learners = conditions if analysed is None else analysed
     analyses = [analysis_for(s) for c, s in services.items() if c in learners]
 

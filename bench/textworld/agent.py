@@ -3,8 +3,9 @@
 At a step, for each thing that some valid call acts on with a choice of calls (a held object
 that can go in several places), the agent asks ``query_experience`` with that thing as the
 snapshot's ``focus`` — the view the step is recorded in — and follows the first served
-template whose call is one of the game's valid actions. Where nothing applies it explores as
-the no-memory agent does.
+template whose call is one of the game's valid actions and did not already fail when followed
+in this game (the same advice in the same situation would fail again). Where nothing applies
+it explores as the no-memory agent does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from bench.textworld.game import GameEpisode, options_on
 from cluster.demo.agents import Decision, HindsightPolicy
-from cluster.demo.env_base import Call, Episode, StepView
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
 from cluster.demo.following import follow
 from cluster.demo.recording import ToolClient
 
@@ -21,13 +22,26 @@ from cluster.demo.recording import ToolClient
 class FocusedHindsightPolicy(HindsightPolicy):
     """:class:`HindsightPolicy`, asking once per thing acted on (see the module docstring)."""
 
+    def __init__(self, *, top_k: int | None = None, min_confidence: float | None = None) -> None:
+        super().__init__(top_k=top_k, min_confidence=min_confidence)
+        self._failed: list[Call] = []
+
+    async def begin(self, client: ToolClient, episode: Episode) -> None:
+        await super().begin(client, episode)
+        self._failed = []
+
+    def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
+        super().observe(view, decision, result)
+        if decision.source == "template" and result.status != "success":
+            self._failed.append(decision.call)
+
     async def choose(self, client: ToolClient, episode: Episode, view: StepView, tried: Sequence[Call]) -> Decision:
         if not isinstance(episode, GameEpisode) or not view.is_decision:
             return await super().choose(client, episode, view, tried)
         for focus in options_on(view):
             narrowed = episode.focused(view, focus)
             served = await self.query(client, episode, narrowed)
-            choice, _ = follow(served, narrowed, episode.task_type, tried)
+            choice, _ = follow(served, narrowed, episode.task_type, [*tried, *self._failed])
             if choice is not None and choice.call in narrowed.options:
                 return Decision(call=choice.call, source="template", template_id=choice.template_id)
         # What templates avoid is not skipped here: an avoided tool is often the one that, aimed

@@ -111,6 +111,7 @@ class GameEpisode(Episode):
     """
 
     default_budget = 50
+    steps_stand_alone = True
 
     def __init__(self, game: str, params: str, fold: str, seed: int, budget: int | None = None) -> None:
         if fold not in FOLDS:
@@ -198,9 +199,18 @@ class GameEpisode(Episode):
         return self.focused(view, str(call.params.get("object", "")))
 
     def focused(self, view: StepView, focus: str) -> StepView:
-        """The view narrowed to one thing: its focus in the snapshot, the calls acting on it as options."""
-        options = tuple(c for c in view.options if c.params.get("object", "") == focus) or view.options
-        return view.model_copy(update={"context": self._context(focus), "options": options})
+        """The view narrowed to one thing: its focus in the snapshot, the calls acting on it as options.
+
+        Its available actions are the verbs acting on the thing and those acting on nothing
+        (``inventory``): what can be done with a held blanket is the same decision in every
+        room, whether or not something else there can be opened or taken, so its lessons pool.
+        """
+        on = tuple(c for c in view.options if c.params.get("object", "") == focus)
+        if not on:
+            return view.model_copy(update={"context": self._context(focus)})
+        free = tuple(c for c in view.options if "object" not in c.params)
+        actions = tuple(dict.fromkeys(c.action for c in (*on, *free)))
+        return view.model_copy(update={"context": self._context(focus), "options": on, "available_actions": actions})
 
     def _judge(self, stage: str, call: Call) -> StepResult:
         text = self._calls.get(_key(call), (call, None))[1]

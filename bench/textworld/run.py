@@ -8,7 +8,7 @@ Dev games are never learned from. No memory learns nothing, so it plays the dev 
 Every condition plays the same seeds with the same step budget. The test fold is never played.
 
 Usage: ``python -m bench.textworld.run [--games twc,cookingworld] [--train 1,10,100] [--dev 50]
-[--budget 50] [--conditions none,replay,naive,hindsight] [--out textworld.json]``
+[--budget 50] [--conditions none,replay,naive,hindsight] [--nearness 0.75|off] [--out textworld.json]``
 
 Needs the ``textworld`` extra and Java: without them it says so and exits with status 2. An
 unknown game or parameter set is refused before anything runs, with the game's own message.
@@ -35,6 +35,7 @@ from cluster.demo.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
 from cluster.demo.harness import CONDITIONS, BenchConfig, Condition, default_embedder, make_policy
 from cluster.demo.naive import NaivePolicy
 from cluster.demo.recording import ToolClient
+from cluster.experience.nearness import NEARNESS_DEFAULT
 
 GAMES: dict[str, str] = {
     "twc": "numLocations=2,numItemsToPutAway=3,includeDoors=0,limitInventorySize=0",
@@ -121,9 +122,10 @@ async def run_condition(
     budget: int,
     data_dir: Path,
     progress: Callable[[str], None],
+    nearness: float | None = NEARNESS_DEFAULT,
 ) -> Cell:
     """Fresh memory, ``trained`` train games (learning at the boundaries), then the dev games."""
-    with local_services((condition,), data_dir) as (clients, drain):
+    with local_services((condition,), data_dir, settings={"value_nearness": nearness}) as (clients, drain):
         async with clients(condition) as client:
             policy = make_agent(condition)
             for index in range(trained):
@@ -149,13 +151,14 @@ async def run(
     conditions: Sequence[Condition],
     data_dir: Path,
     progress: Callable[[str], None] = lambda _: None,
+    nearness: float | None = NEARNESS_DEFAULT,
 ) -> list[Cell]:
     cells = []
     for game in games:
         for condition in conditions:
             for trained in checkpoints if condition != "none" else (0,):
                 where = data_dir / f"{game}-{condition}-{trained}"
-                cells.append(await run_condition(game, condition, trained, dev, budget, where, progress))
+                cells.append(await run_condition(game, condition, trained, dev, budget, where, progress, nearness))
     return cells
 
 
@@ -177,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", type=int, default=50, help="dev games per checkpoint (seeds 0 … n-1)")
     parser.add_argument("--budget", type=int, default=50, help="steps per game, every condition")
     parser.add_argument("--conditions", default=",".join(CONDITIONS))
+    parser.add_argument(
+        "--nearness",
+        default=str(NEARNESS_DEFAULT),
+        help="the service's value_nearness (least cosine for a value no condition names), or 'off'",
+    )
     parser.add_argument("--out", type=Path, default=Path("textworld.json"))
     parser.add_argument("--data-dir", type=Path, default=None, help="service files (default: a temporary dir)")
     args = parser.parse_args(argv)
@@ -198,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     conditions: list[Condition] = [c for c in CONDITIONS if c in args.conditions.split(",")]
     checkpoints = [int(n) for n in args.train.split(",")]
+    nearness = None if args.nearness == "off" else float(args.nearness)
 
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     async def go(data_dir: Path) -> list[Cell]:
-        return await run(games, checkpoints, args.dev, args.budget, conditions, data_dir, progress)
+        return await run(games, checkpoints, args.dev, args.budget, conditions, data_dir, progress, nearness)
 
     if args.data_dir is not None:
         cells = anyio.run(go, args.data_dir)

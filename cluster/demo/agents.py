@@ -322,10 +322,12 @@ class HindsightPolicy(ExplorePolicy):
             self._applied.append((view.role, decision.template_id, result.status == "success"))
 
     async def finish(self, client: ToolClient, episode: Episode, result: EpisodeResult) -> EpisodeResult:
-        # A template was right if every step it advised worked and the task ended well.
+        # A template was right if every step it advised worked and the task ended well; where
+        # each step's result stands alone (a game's score), if every step it advised worked.
         verdicts: dict[tuple[str, str], bool] = {}
+        ended_well = result.succeeded or episode.steps_stand_alone
         for role, tid, worked in self._applied:
-            verdicts[role, tid] = verdicts.get((role, tid), True) and worked and result.succeeded
+            verdicts[role, tid] = verdicts.get((role, tid), True) and worked and ended_well
         await self.report(client, verdicts, result)
         applied = sorted({t for _, t in verdicts})
         served = [self.library[t].template for t in result.served_template_ids if t in self.library]

@@ -102,6 +102,10 @@ class Episode(ABC):
     first_stage: str = ""
     decoys: ClassVar[Mapping[str, tuple[tuple[str, str], ...]]] = MappingProxyType({})
     """Per stage, plausible tools that never work here: ``(action, failure summary)``."""
+    steps_stand_alone: ClassVar[bool] = False
+    """Each step's result is complete in itself (a game whose score rises or falls per step): a
+    step is recorded under the first, never under the success before it, so what it scored is
+    its own and the rest of the game is not in its subtree (:mod:`cluster.demo.recording`)."""
 
     def __init__(self, seed: int, budget: int | None = None) -> None:
         self.seed = seed

@@ -42,6 +42,7 @@ from cluster.experience.models import (
     ServedExperience,
     Situation,
 )
+from cluster.experience.nearness import StandIn, stand_ins, substituted, used_by
 from cluster.experience.ownership import check_owner
 from cluster.experience.ports import ExperienceIndex
 from cluster.experience.repository import SqlExperienceStore
@@ -64,6 +65,8 @@ class Queries:
         top_k: default number of templates a query returns (at most 8).
         confidence_threshold: default minimum confidence of a served template.
         roles: roles that learn into and are served from one library.
+        value_nearness: least cosine at which a text value no condition names is read as the
+            nearest one that a condition names (:mod:`cluster.experience.nearness`); None: never.
     """
 
     def __init__(
@@ -75,8 +78,10 @@ class Queries:
         top_k: int,
         confidence_threshold: float,
         roles: RoleLibraries,
+        value_nearness: float | None = None,
     ) -> None:
         self.db = db
+        self.value_nearness = value_nearness
         self.index = index
         self.embedder = embedder
         self.top_k = top_k
@@ -178,6 +183,12 @@ class Queries:
             if signature is None or situation is None
             else never_worked([*kept, *below], signature, situation.available_actions)
         )
+        found: list[StandIn] = []
+        if situation is not None and self.value_nearness is not None:
+            found = stand_ins(self.embedder, [*kept, *below], features, self.value_nearness)
+            if found:
+                snapshot, features = substituted(features, situation.context_snapshot, found)
+                situation = situation.model_copy(update={"context_snapshot": snapshot})
         ranking = _Ranking(relevance, situation, features, signature, include_inapplicable)
         scored = ranking.rank(kept)[:k]
         missed = None
@@ -189,7 +200,7 @@ class Queries:
                 below += self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance)
                 missed = _below_threshold(ranking, kept, below, threshold)
         result = ExperienceQueryResult(
-            experiences=tuple(_served(s) for s in scored),
+            experiences=tuple(_served(s, found) for s in scored),
             templates=tuple(scored),
             below_threshold=missed,
             never_worked=failing,
@@ -321,9 +332,10 @@ def _situation_text(context: str, task_type: str | None, situation: Situation) -
     return " ".join(p for p in parts if p)
 
 
-def _served(scored: ScoredTemplate) -> ServedExperience:
+def _served(scored: ScoredTemplate, found: Sequence[StandIn]) -> ServedExperience:
     template = scored.template
     return ServedExperience(
+        near=used_by(template, found) if scored.applicable else None,
         id=template.template_id,
         condition=template.condition.render(),
         recommended=template.recommended,

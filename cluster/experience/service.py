@@ -81,6 +81,7 @@ class ExperienceService:
         versions_kept: library versions kept per owner when a new one is made (the active and the
             previous one are always kept too); older ones are deleted with their vectors.
         roles: roles that learn into and are served from one library (the ``shared_roles`` setting).
+        value_nearness: the ``value_nearness`` setting (:mod:`cluster.experience.nearness`).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class ExperienceService:
         confidence_threshold: float = 0.7,
         versions_kept: int = DEFAULT_VERSIONS_KEPT,
         roles: RoleLibraries | None = None,
+        value_nearness: float | None = None,
     ) -> None:
         if versions_kept < 1:
             raise InvalidInput("versions_kept must be at least 1")
@@ -114,6 +116,7 @@ class ExperienceService:
             top_k=self.top_k,
             confidence_threshold=confidence_threshold,
             roles=self.roles,
+            value_nearness=value_nearness,
         )
         self.feedback = Feedback(db, index, self.indexing)
         self.learning = Learning(db, index, self.indexing, versions_kept=versions_kept)
