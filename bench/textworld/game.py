@@ -54,7 +54,7 @@ def available() -> str | None:
 
 
 @cache
-def _env() -> Any:
+def engine() -> Any:
     """The process's one game engine (a JVM behind py4j): starting it takes seconds, a reset does not."""
     reason = available()
     if reason is not None:
@@ -119,7 +119,7 @@ class GameEpisode(Episode):
         self.family = game
         self.task_type = game
         super().__init__(seed, budget)
-        self.env = _env()
+        self.env = engine()
         try:
             self.gold: tuple[str, ...] = self._gold(game, params, fold, seed)
             _, info = self.env.reset(seed=seed, gameFold=fold, gameName=game, gameParams=params)

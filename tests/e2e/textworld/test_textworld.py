@@ -14,7 +14,7 @@ from bench.textworld.game import GameEpisode, available, parse_action
 from bench.textworld.run import GAMES, check_game, main
 from cluster.demo.agents import Decision, ExplorePolicy, run_episode
 from cluster.demo.env_base import Call, Episode, StepView
-from cluster.demo.recording import ToolClient
+from cluster.demo.recording import FINISH, ToolClient
 from cluster.services import Services, analysis_for
 
 pytestmark = [
@@ -59,6 +59,8 @@ async def test_a_won_game_is_recorded_step_by_step_and_finalized(client: Client,
     assert all(set(n.action_params) == {"object", "target"} for n in puts)
     # The thing a call acts on is the focus of the snapshot it is recorded with.
     assert all(n.context_snapshot["focus"] == n.action_params["object"] for n in puts)
+    # Its actions are the verbs on that thing and those on nothing: the same decision in every room.
+    assert all(set(n.available_actions) == {"put", "inventory"} for n in puts)
     assert all(n.execution_result.status.value == "success" for n in puts)
     assert analysis_for(services).run_once().trajectories == 1
 
@@ -75,7 +77,13 @@ async def test_the_hindsight_agent_plays_a_game_over_mcp(client: Client, service
     stored = services.capture.load("local", uuid.UUID(result.trajectory_ids["agent"]))
     assert stored.outcome is not None
     assert stored.outcome.status.value == ("success" if result.succeeded else "failure")
-    assert len(stored.nodes) == result.steps
+    # Every step hangs under the first; the game's end closes the trajectory as an execution step.
+    assert len(stored.nodes) == result.steps + 1
+    first, *steps, end = stored.nodes
+    assert all(n.parent_id == first.node_id for n in [*steps, end])
+    assert end.chosen_action == FINISH
+    assert not end.is_decision
+    assert end.execution_result.status.value == stored.outcome.status.value
 
 
 def test_an_unknown_game_is_refused_with_the_games_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
