@@ -121,11 +121,13 @@ class Recorder:
         ep = self._episode
         if not ep.steps_stand_alone:
             return
-        status = "success" if ep.succeeded else "failure"
-        summary = f"won in {ep.steps} steps" if ep.succeeded else f"not won in {ep.steps} steps (budget {ep.budget})"
+        if ep.succeeded:
+            end = StepResult(status="success", summary=f"won in {ep.steps} steps")
+        else:
+            end = StepResult(status="failure", summary=f"not won in {ep.steps} steps (budget {ep.budget})")
         for role, view in self._last.items():
             self._parents[role] = self._roots[role]
-            await self.record(view, Call(action=FINISH), StepResult(status=status, summary=summary), "", actions=[FINISH])
+            await self.record(view, Call(action=FINISH), end, "", actions=[FINISH])
 
     async def finalize(self, served: Mapping[str, Sequence[str]]) -> None:
         """Finalize every role's trajectory with the episode's outcome and its served template ids."""

@@ -22,7 +22,9 @@ SIGNATURE = "agent|tidy||inventory,put|focus,room"
 PLACES = {"chest of drawers": ["black blanket", "plaid blanket"], "sink": ["handsoap", "soap bar"]}
 
 
-def _service(database: Database, milvus: MilvusClient, embedder: CachedEmbedder, nearness: float | None) -> ExperienceService:
+def _service(
+    database: Database, milvus: MilvusClient, embedder: CachedEmbedder, nearness: float | None
+) -> ExperienceService:
     service = ExperienceService(database, MilvusExperienceIndex(milvus), embedder, value_nearness=nearness)
     for target, things in PLACES.items():
         service.add_template(

@@ -7,7 +7,12 @@ from actors.engine.model.templates import ExperienceTemplate
 from actors.engine.model.trajectories import Trajectory
 from tests.unit.engine.builders import Builder
 
-PLACES = {"black blanket": "chest of drawers", "plaid blanket": "chest of drawers", "handsoap": "sink", "soap bar": "sink"}
+PLACES = {
+    "black blanket": "chest of drawers",
+    "plaid blanket": "chest of drawers",
+    "handsoap": "sink",
+    "soap bar": "sink",
+}
 ACTIONS = ["put", "inventory"]
 
 
