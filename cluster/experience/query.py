@@ -199,16 +199,16 @@ class Queries:
                 # The search's filter left out everything under the threshold: one more, on a miss only.
                 below += self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance)
                 missed = _below_threshold(ranking, kept, below, threshold)
+        experiences = tuple(_served(s, found) for s in scored)
         result = ExperienceQueryResult(
-            experiences=tuple(_served(s, found) for s in scored),
+            experiences=experiences,
             templates=tuple(scored),
             below_threshold=missed,
             never_worked=failing,
         )
         notes = [result.never_worked_line()] if failing else []
-        return result.model_copy(
-            update={"prompt_block": render_prompt_block([s.template for s in scored], notes=notes)}
-        )
+        block = render_prompt_block([s.template for s in scored], notes=notes)
+        return result.model_copy(update={"prompt_block": _with_nearness(block, experiences)})
 
     def _under(
         self,
@@ -330,6 +330,17 @@ def _situation_text(context: str, task_type: str | None, situation: Situation) -
     if situation.context_snapshot:
         parts.append(canonical_json(situation.context_snapshot)[:_SITUATION_TEXT_CHARS])
     return " ".join(p for p in parts if p)
+
+
+def _with_nearness(block: str, experiences: Sequence[ServedExperience]) -> str:
+    """The prompt block, each line that holds by nearness ending with it (``[focus: a ≈ b 0.81]``)."""
+    if not any(e.near for e in experiences):
+        return block
+    lines = block.split("\n")
+    for i, served in enumerate(experiences, 1):
+        if served.near:
+            lines[i] += f" [{served.near}]"
+    return "\n".join(lines)
 
 
 def _served(scored: ScoredTemplate, found: Sequence[StandIn]) -> ServedExperience:

@@ -64,6 +64,8 @@ def test_an_unseen_value_is_read_as_the_nearest_learned_one_and_the_answer_says_
     assert near is not None
     assert near.startswith("focus: black duvet ≈ black blanket 0.")
     assert float(near.rsplit(" ", 1)[1]) >= 0.7
+    # The block a model reads shows it too.
+    assert f"[{near}]" in _ask(service, "black duvet").prompt_block
     # A value a condition names is read as itself: no nearness.
     assert _served(_ask(service, "handsoap")) == {"sink": None}
     # Nothing near enough: nothing holds.
