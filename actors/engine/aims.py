@@ -10,7 +10,8 @@ For every tool that succeeded at a decision point, every plain constant paramete
 string or a boolean the call did not read off the situation: ``target="chest of drawers"``,
 not ``object=<focus>``) and every value ``v`` it succeeded with:
 
-* *positive* runs: the tool succeeded with ``v``;
+* *positive* runs: the tool succeeded with ``v``, in at least ``MIN_RUNS`` trajectories (one
+  run is no evidence of an aim: a per-instance id the call sent once is not one);
 * *negative* runs: the tool was aimed at ``v`` and did not succeed (it failed, or did nothing:
   a partial result, neutral in credit), or it succeeded with another value (there, the
   situation called for that one);
@@ -38,6 +39,8 @@ from actors.engine.model.templates import Predicate
 from actors.engine.templates import MIN_PRECISION, Finding, _finding
 
 PARAMS = "params"
+MIN_RUNS = 2
+"""Runs (trajectories) in which the tool succeeded aimed at a value before that value is an aim."""
 
 
 def distil_aims(group: Sequence[Observation]) -> list[Finding]:
@@ -86,8 +89,8 @@ def _aim(
         o for o, v in aimed if v == value and o.outcome <= 0
     ]
     misses = [o for o, v in aimed if v != value and o.outcome <= 0]
-    if not positive or not misses:
-        return []
+    if len({o.order for o in positive}) < MIN_RUNS or not misses:
+        return []  # one run is no evidence of an aim (an id it sent once, a lucky guess)
     learned = learn_disjunction([o.features for o in positive], [o.features for o in negative], population=population)
     if learned is None or learned.precision < MIN_PRECISION:
         return []
