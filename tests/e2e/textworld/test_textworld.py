@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 from bench.textworld.agent import FocusedHindsightPolicy
 from bench.textworld.game import GameEpisode, available, parse_action
 from bench.textworld.run import GAMES, check_game, main
 from cluster.demo.agents import Decision, ExplorePolicy, run_episode
-from cluster.demo.env_base import Call, Episode, StepView
+from cluster.demo.env_base import Call, Episode, StepResult, StepView
+from cluster.demo.following import Served
 from cluster.demo.recording import FINISH, ToolClient
 from cluster.services import Services, analysis_for
 
@@ -104,3 +106,39 @@ def test_an_unknown_parameter_is_refused_with_the_games_message(capsys: pytest.C
 def test_the_test_fold_is_never_played() -> None:
     with pytest.raises(ValueError, match="fold"):
         GameEpisode("twc", TWC, "test", 0)
+
+
+def _aim_rule(target: str) -> Served:
+    return Served(
+        template=ExperienceTemplate(
+            role="agent",
+            task_type="twc",
+            signature="agent|twc||inventory,put|focus",
+            condition=Condition(predicates=(Predicate(feature="focus", op="in", value=["black blanket"]),)),
+            recommended=ActionPattern(tool="put", params={"object": "<focus>", "target": target}),
+            avoid=ActionPattern(tool="put", params={"object": "<focus>", "target": "<str>"}),
+            rationale="put made progress aimed here",
+            confidence=0.9,
+        ),
+        applicable=True,
+    )
+
+
+def test_while_the_right_place_is_closed_the_things_other_places_are_not_explored() -> None:
+    episode = GameEpisode("twc", TWC, "train", 1)
+    episode.act(parse_action("take black blanket"))  # the chest of drawers is still closed
+    view = episode.view()
+    assert view is not None
+    narrowed = episode.focused(view, "black blanket")
+    elsewhere = [c for c in narrowed.options if c.action == "put"]
+    assert elsewhere
+    assert all(c.params["target"] != "chest of drawers" for c in elsewhere)
+    policy = FocusedHindsightPolicy()
+    assert policy.aimed_elsewhere([_aim_rule("chest of drawers")], narrowed, "twc") == elsewhere
+    # Once its call failed in this game, the rule rules nothing out.
+    policy.observe(
+        narrowed,
+        Decision(call=parse_action("put black blanket in chest of drawers"), source="template", template_id="t"),
+        StepResult(status="failure", summary="the score fell"),
+    )
+    assert policy.aimed_elsewhere([_aim_rule("chest of drawers")], narrowed, "twc") == []
