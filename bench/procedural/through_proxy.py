@@ -54,7 +54,7 @@ from bench.procedural.families import make_episode
 from bench.procedural.run_local import run_local
 from cluster.auth import OwnerResolver
 from cluster.core.ports import Embedder
-from cluster.demo.agents import EpisodeResult, HindsightPolicy, Policy
+from cluster.demo.agents import EpisodeResult, HindsightPolicy, Policy, episode_result
 from cluster.demo.env_base import Episode
 from cluster.demo.harness import ALL, BenchConfig, BenchResults, Condition, run_bench
 from cluster.demo.recording import ToolClient, error_text
@@ -172,16 +172,7 @@ async def run_through_proxy(client: ToolClient, episode: Episode, policy: Policy
     agents.trajectories += len(begun)
     agents.env.episode = None
     served = {role: policy.served_for(role) for role in begun}
-    result = EpisodeResult(
-        family=episode.family,
-        seed=episode.seed,
-        succeeded=episode.succeeded,
-        steps=episode.steps,
-        oracle_steps=episode.oracle_steps(),
-        latency_ms=sum(r.latency_ms or 0 for _, _, r in episode.history),
-        served_template_ids=tuple(sorted({t for ids in served.values() for t in ids})),
-    )
-    return await policy.finish(agents, episode, result)
+    return await policy.finish(agents, episode, episode_result(episode, served))
 
 
 async def _checked(client: Client, name: str, arguments: dict[str, Any]) -> None:

@@ -390,7 +390,15 @@ async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, a
         tried = [] if result.status == "success" else [*tried, decision.call]
     served = {role: policy.served_for(role) for role in recorder.trajectories}
     await recorder.finalize(served)
-    outcome = EpisodeResult(
+    trajectory_ids = {role: str(tid) for role, tid in recorder.trajectories.items()}
+    return await policy.finish(client, episode, episode_result(episode, served, trajectory_ids))
+
+
+def episode_result(
+    episode: Episode, served: dict[str, list[str]], trajectory_ids: dict[str, str] | None = None
+) -> EpisodeResult:
+    """What a played episode gives the harness: its outcome, its cost and the templates served per role."""
+    return EpisodeResult(
         family=episode.family,
         seed=episode.seed,
         succeeded=episode.succeeded,
@@ -398,9 +406,8 @@ async def run_episode(client: ToolClient, episode: Episode, policy: Policy, *, a
         oracle_steps=episode.oracle_steps(),
         latency_ms=sum(r.latency_ms or 0 for _, _, r in episode.history),
         served_template_ids=tuple(sorted({t for ids in served.values() for t in ids})),
-        trajectory_ids={role: str(tid) for role, tid in recorder.trajectories.items()},
+        trajectory_ids=trajectory_ids or {},
     )
-    return await policy.finish(client, episode, outcome)
 
 
 __all__ = [
@@ -413,6 +420,7 @@ __all__ = [
     "ReplayPolicy",
     "call_checked",
     "describe",
+    "episode_result",
     "run_episode",
     "tool_arguments",
 ]
