@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-
-import anyio
 
 from bench.procedural.families import make_episode
 from bench.procedural.generated import GeneratedEpisode, family_name, generated_class
@@ -39,7 +36,7 @@ from bench.procedural.generated.report import (
     summarize,
     write_json,
 )
-from bench.procedural.run_local import local_services
+from bench.procedural.run_local import local_services, run_in_data_dir
 from cluster.core.ports import Embedder
 from cluster.demo.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
 from cluster.demo.harness import (
@@ -225,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         conditions=tuple(args.conditions),
     )
     progress = (lambda _: None) if args.quiet else _progress
-    if args.data_dir is not None:
-        results = anyio.run(run_local, config, args.data_dir, progress)
-    else:
-        with tempfile.TemporaryDirectory(prefix="hindsight-generated-") as tmp:
-            results = anyio.run(run_local, config, Path(tmp), progress)
+
+    async def go(data_dir: Path) -> GeneratedResults:
+        return await run_local(config, data_dir, progress)
+
+    results = run_in_data_dir(go, args.data_dir, prefix="hindsight-generated-")
     print_results(results)
     write_json(results, args.out)
     print(f"results written to {args.out}")

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -41,6 +41,8 @@ from cluster.demo.recording import ToolClient
 from cluster.demo.report import print_report, write_json
 from cluster.services import Services, analysis_for, build_services
 from cluster.settings import Settings
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -71,6 +73,14 @@ def local_services(
     finally:
         for svc in services.values():
             svc.close()
+
+
+def run_in_data_dir(go: Callable[[Path], Awaitable[T]], data_dir: Path | None, *, prefix: str) -> T:
+    """Run ``go`` on ``data_dir``, or on a temporary directory removed afterwards when there is none."""
+    if data_dir is not None:
+        return anyio.run(go, data_dir)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        return anyio.run(go, Path(tmp))
 
 
 async def run_local(config: BenchConfig, data_dir: Path) -> BenchResults:
@@ -129,11 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     async def go(data_dir: Path) -> BenchResults:
         return await (tuned(config, data_dir) if args.tune else run_local(config, data_dir))
 
-    if args.data_dir is not None:
-        results = anyio.run(go, args.data_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="hindsight-bench-") as tmp:
-            results = anyio.run(go, Path(tmp))
+    results = run_in_data_dir(go, args.data_dir, prefix="hindsight-bench-")
     print_report(results)
     write_json(results, args.out)
     print(f"results written to {args.out}")

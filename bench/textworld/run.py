@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import anyio
 from pydantic import Field
 
-from bench.procedural.run_local import local_services
+from bench.procedural.run_local import local_services, run_in_data_dir
 from bench.textworld.agent import FocusedHindsightPolicy
 from bench.textworld.game import GameEpisode, available
 from cluster.core.types import Frozen
@@ -214,11 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     async def go(data_dir: Path) -> list[Cell]:
         return await run(games, checkpoints, args.dev, args.budget, conditions, data_dir, progress, nearness)
 
-    if args.data_dir is not None:
-        cells = anyio.run(go, args.data_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="hindsight-textworld-") as tmp:
-            cells = anyio.run(go, Path(tmp))
+    cells = run_in_data_dir(go, args.data_dir, prefix="hindsight-textworld-")
     print_table(cells)
     args.out.write_text(json.dumps([c.model_dump() for c in cells], indent=2) + "\n")
     print(f"results written to {args.out}")
