@@ -48,6 +48,13 @@ evidence contradicts is retired and its repaired successor joins the library; a 
 takes no merges and roots no edge cases. After merging, new templates are repaired in place, and
 a stored one that a merge moved into contradiction (a threshold dragged to the weighted mean) is
 retired the same way. A new template with a retired one's id is its successor's.
+
+A stored template is also *superseded* when the same choice (decision, recommended and avoided
+tool, and why it is avoided) was learned again in this call from a pool that held every run
+it rests on, and it took no merge: the learner saw all of its evidence and more and gave
+another condition, so the stored one is what an earlier, smaller sample happened to show (a
+threshold on a distractor that split the first runs by luck, still true of them). It is
+retired, and the new template is what the library now holds for that choice.
 """
 
 from __future__ import annotations
@@ -439,6 +446,8 @@ def merge_into_library(
 
     for i in range(len(library)):
         retire_at(i)
+    matched: set[int] = set()
+    learned: list[ExperienceTemplate] = []
     for template in new:
         while any(t.template_id == template.template_id and t.retired_reason is not None for t in library):
             template = template.model_copy(update={"template_id": successor_id(template.template_id)})
@@ -454,7 +463,9 @@ def merge_into_library(
             ),
             None,
         )
+        learned.append(template)
         if index is not None:
+            matched.add(index)
             # Only a stored template can predate the pool; two of this call's are peers.
             pooled = _pool_of(template, pools) if origin[index] == "existing" else frozenset()
             merged = merge_pair(library[index], template, pooled)
@@ -469,6 +480,12 @@ def merge_into_library(
         else:
             library.append(template.model_copy(update={"parent_id": parent.template_id}))
             origin.append("supplementary")
+    for i, template in enumerate(library):
+        if origin[i] == "existing" and i not in matched and template.retired_reason is None:
+            newer = _learned_again(template, learned, pools)
+            if newer is not None:
+                reason = f"superseded: learned again on all of its evidence and more, {newer}"
+                library[i], origin[i] = template.model_copy(update={"retired_reason": reason[:500]}), "retired"
     for i in range(len(library)):
         if origin[i] in ("new", "supplementary"):
             fixed = repaired(library[i], by_signature.get(library[i].signature, ()))
@@ -503,6 +520,25 @@ def contradicted(previous: Sequence[ExperienceTemplate], outcomes: Sequence[Acti
             reason = f"contradicted by the evidence of a rebuild: {found[1]}"
             out.append(template.model_copy(update={"retired_reason": reason[:500]}))
     return out
+
+
+def _learned_again(
+    stored: ExperienceTemplate, learned: Sequence[ExperienceTemplate], pools: dict[uuid.UUID, set[uuid.UUID]]
+) -> str | None:
+    """How the same choice was learned again, from a pool holding all of ``stored``'s runs; None if it was not."""
+    runs = {p.trajectory_id for p in stored.provenance}
+    if not runs:
+        return None  # hand-made or imported: no runs to say the pool saw them
+    for t in learned:
+        same_choice = (
+            family_key(t) == family_key(stored)
+            and _avoided_tool(t) == _avoided_tool(stored)
+            and t.avoid_reason == stored.avoid_reason
+            and aim_of(t) == aim_of(stored)
+        )
+        if same_choice and runs <= _pool_of(t, pools):
+            return f"now {t.condition.render() or 'always'}"
+    return None
 
 
 def _pools(outcomes: Sequence[ActionOutcome]) -> dict[uuid.UUID, set[uuid.UUID]]:

@@ -18,6 +18,13 @@ the runs where its condition holds and its recommended call was made (:func:`fit
 * a value of a string set it tests was tried at least :data:`MIN_FAILURES` times and never
   worked.
 
+A template that avoids a call because it *fails* (not one that only costs more) makes a claim
+about that call too, judged the same way with the outcomes turned round: the avoided call
+worked beyond the farthest place it failed on a tested feature, or a value of a tested set
+where it was tried and never failed. Its recommended call may work everywhere (the safe, costly
+tool), so without this a threshold that once split the avoided call's few runs by luck would
+never meet a run that contradicts it.
+
 Only features the condition already names are looked at: finding a new feature that splits the
 failures is learning, and on small samples an irrelevant feature splits a few failures by luck.
 Scattered failures (noise: the right call failing at random now and then) sit among the
@@ -111,27 +118,55 @@ def tighten(
     The predicates are empty when nothing of the condition survives (every value of its set
     failed): then there is no successor.
     """
-    inside = tried_inside(template, outcomes)
-    if not any(not o.succeeded for o in inside):
-        return None
     predicates = list(template.condition.predicates)
     reasons: list[str] = []
-    tool = template.recommended.tool
-    for feature in dict.fromkeys(p.feature for p in template.condition.predicates):
-        on_feature = [p for p in predicates if p.feature == feature]
-        if any(_is_string_set(p) for p in on_feature):
-            predicates, why = _drop_values(predicates, feature, inside)
-        else:
-            predicates, why = _tighten_bounds(predicates, feature, inside)
-        if why:
-            reasons.append(f"{tool} {why}")
+    sides = [(template.recommended.tool, tried_inside(template, outcomes), _SAID)]
+    if template.avoid is not None and template.avoid_reason == "fails":
+        # The claim "it fails here", judged as the claim "it works here" with outcomes turned round.
+        avoided = [o.model_copy(update={"succeeded": not o.succeeded}) for o in avoided_inside(template, outcomes)]
+        sides.append((template.avoid.tool, avoided, _SAID_AVOIDED))
+    for tool, inside, said in sides:
+        if not any(not o.succeeded for o in inside):
+            continue
+        for feature in dict.fromkeys(p.feature for p in template.condition.predicates):
+            on_feature = [p for p in predicates if p.feature == feature]
+            if not on_feature:
+                continue  # its set emptied on the other side: nothing of the condition survives
+            if any(_is_string_set(p) for p in on_feature):
+                predicates, why = _drop_values(predicates, feature, inside, said)
+            else:
+                predicates, why = _tighten_bounds(predicates, feature, inside, said)
+            if why:
+                reasons.append(f"{tool} {why}")
+            if not predicates:
+                return (), "; ".join(reasons)
     if not reasons:
         return None
     return tuple(predicates), "; ".join(reasons)
 
 
+_SAID = ("worked", "failed")
+"""How a reason names a run that agrees with the template, and one that contradicts it."""
+_SAID_AVOIDED = ("failed", "worked")
+
+
+def avoided_inside(template: ExperienceTemplate, outcomes: Iterable[ActionOutcome]) -> list[ActionOutcome]:
+    """The outcomes of the template's avoided call at its decision where its condition holds."""
+    avoid = template.avoid
+    if avoid is None:
+        return []
+    return [
+        o
+        for o in outcomes
+        if o.signature == template.signature
+        and o.action == avoid.tool
+        and fits_pattern(avoid.params, o.params, o.context)
+        and evaluate_condition(template.condition, o.context) is True
+    ]
+
+
 def _drop_values(
-    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome]
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str] = _SAID
 ) -> tuple[list[Predicate], str]:
     values: dict[str, list[bool]] = {}
     for o in inside:
@@ -148,17 +183,17 @@ def _drop_values(
             continue
         kept = [v for v in (p.value if isinstance(p.value, list) else [p.value]) if v not in dead]
         if not kept:
-            return [], f"never worked where {feature} is {', '.join(map(repr, dead))}"
+            return [], f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
         out.append(
             Predicate(feature=feature, op="==", value=kept[0])
             if len(kept) == 1
             else Predicate(feature=feature, op="in", value=list(kept))
         )
-    return out, f"never worked where {feature} is {', '.join(map(repr, dead))}"
+    return out, f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
 
 
 def _tighten_bounds(
-    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome]
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str] = _SAID
 ) -> tuple[list[Predicate], str]:
     runs = [(x, o.succeeded) for o in inside if (x := _number(_feature(o.context, feature))) is not None]
     worked = [x for x, ok in runs if ok]
@@ -173,12 +208,12 @@ def _tighten_bounds(
         bound = _midpoint(high, above[0], integers)
         predicates = [p for p in predicates if not (p.feature == feature and p.op in ("<", "<="))]
         predicates.append(Predicate(feature=feature, op="<=", value=bound))
-        reasons.append(f"failed in {len(above)} run(s) with {feature} above {_text(high)}, where it last worked")
+        reasons.append(f"{said[1]} in {len(above)} run(s) with {feature} above {_text(high)}, where it last {said[0]}")
     if len(below) >= MIN_FAILURES:
         bound = _midpoint(low, below[0], integers)
         predicates = [p for p in predicates if not (p.feature == feature and p.op in (">", ">="))]
         predicates.append(Predicate(feature=feature, op=">", value=bound))
-        reasons.append(f"failed in {len(below)} run(s) with {feature} below {_text(low)}, where it first worked")
+        reasons.append(f"{said[1]} in {len(below)} run(s) with {feature} below {_text(low)}, where it first {said[0]}")
     return predicates, " and ".join(reasons)
 
 

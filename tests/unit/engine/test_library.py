@@ -277,3 +277,40 @@ def test_a_non_finite_value_never_enters_a_tested_range() -> None:
     worked = [SimpleNamespace(features={"row_count": v}) for v in (100, float("inf"), 500, float("nan"), True)]
     bound = (Predicate(feature="row_count", op=">", value=85),)
     assert ranges_of(bound, worked) == {"row_count": (100.0, 500.0)}  # type: ignore[arg-type]
+
+
+def _when(template: ExperienceTemplate, *predicates: Predicate) -> ExperienceTemplate:
+    return template.model_copy(update={"condition": Condition(predicates=predicates)})
+
+
+def test_a_rule_learned_again_from_a_pool_holding_all_its_runs_supersedes_the_stored_one() -> None:
+    # A threshold on a distractor split the first runs by luck; a learner that saw those runs and
+    # more chose the region instead. Both still hold on the evidence, and only one is the lesson.
+    lucky = _when(_template(evidence=3), Predicate(feature="weight", op=">", value=164))
+    relearned = _when(_template(evidence=5), Predicate(feature="region", op="in", value=["eu", "uk"]))
+    result = merge_into_library([lucky], [relearned], _seen(lucky, relearned))
+    (retired,) = result.retired
+    assert retired.template_id == lucky.template_id
+    assert (
+        retired.retired_reason
+        == "superseded: learned again on all of its evidence and more, now region in {'eu', 'uk'}"
+    )
+    assert [t.template_id for t in result.new] == [relearned.template_id]
+    assert [t.template_id for t in result.library if t.retired_reason is None] == [relearned.template_id]
+
+
+def test_a_stored_rule_is_kept_when_the_pool_missed_some_of_its_runs_or_the_choice_differs() -> None:
+    lucky = _when(_template(evidence=3), Predicate(feature="weight", op=">", value=164))
+    relearned = _when(_template(evidence=5), Predicate(feature="region", op="in", value=["eu", "uk"]))
+    # One of its runs was not in the pool: the new rule did not see all it rests on.
+    assert merge_into_library([lucky], [relearned], _seen(relearned) + _seen(lucky)[1:]).retired == ()
+    # Another recommended tool, or the same one against another tool, is another choice.
+    other_tool = relearned.model_copy(update={"recommended": ActionPattern(tool="upsert", params={})})
+    assert merge_into_library([lucky], [other_tool], _seen(lucky, other_tool)).retired == ()
+    other_avoid = relearned.model_copy(update={"avoid": ActionPattern(tool="patch_item", params={})})
+    assert merge_into_library([lucky], [other_avoid], _seen(lucky, other_avoid)).retired == ()
+    # A merge into it is the same rule learned again, not a new one.
+    again = _when(_template(evidence=2), Predicate(feature="weight", op=">", value=170))
+    result = merge_into_library([lucky], [again], _seen(lucky, again))
+    assert result.retired == ()
+    assert len(result.updated) == 1

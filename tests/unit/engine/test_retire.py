@@ -1,9 +1,19 @@
 from __future__ import annotations
 
+import uuid
+
 from pydantic import JsonValue
 
 from actors.engine import contradicted, merge_into_library
-from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate, Support
+from actors.engine.model.templates import (
+    ActionPattern,
+    Condition,
+    EvidenceKind,
+    ExperienceTemplate,
+    Predicate,
+    Provenance,
+    Support,
+)
 from actors.engine.retire import ActionOutcome, repaired, retire, successor_id, tighten
 from tests.unit.engine.builders import T0
 
@@ -174,3 +184,52 @@ def test_a_rebuild_keeps_the_previous_templates_its_evidence_contradicts_retired
     assert "replaced by" not in found[0].retired_reason  # the rebuild's own templates replace it
     assert found[0].condition == stale.condition
     assert contradicted([stale], []) == []
+
+
+def _put(size: JsonValue, ok: bool) -> ActionOutcome:
+    return _run(size, ok, action="put_object", key="backups/a.zip")
+
+
+def test_an_avoided_call_that_worked_beyond_where_it_failed_moves_the_bound() -> None:
+    # "put_object fails above 8.5 MB", learned from failures at 20-500 MB; it then worked at 2 GB.
+    template = _multipart(Predicate(feature="size_mb", op=">", value=8.5))
+    runs = [_put(20.0, False), _put(300.0, False), _put(500.0, False), _put(2000.0, True)]
+    found = tighten(template, runs)
+    assert found is not None
+    predicates, why = found
+    assert predicates == (
+        Predicate(feature="size_mb", op=">", value=8.5),
+        Predicate(feature="size_mb", op="<=", value=1250.0),
+    )
+    assert why == "put_object worked in 1 run(s) with size_mb above 500, where it last failed"
+    # Worked among its failures: scattered, like the recommended call's noise, it contradicts nothing.
+    assert tighten(template, [_put(20.0, False), _put(300.0, True), _put(500.0, False)]) is None
+
+
+def test_a_set_value_where_the_avoided_call_never_failed_leaves_the_set() -> None:
+    template = ExperienceTemplate(
+        signature="s",
+        condition=Condition(predicates=(Predicate(feature="mime", op="in", value=["a", "b", "c"]),)),
+        recommended=ActionPattern(tool="render"),
+        avoid=ActionPattern(tool="rasterize"),
+    )
+
+    def run(mime: str, ok: bool) -> ActionOutcome:
+        return ActionOutcome(signature="s", action="rasterize", context={"mime": mime}, succeeded=ok)
+
+    found = tighten(template, [run("a", False), run("b", False), run("c", True)])
+    assert found is not None
+    assert found == (
+        (Predicate(feature="mime", op="in", value=["a", "b"]),),
+        "rasterize never failed where mime is 'c'",
+    )
+    assert tighten(template, [run("a", False), run("c", False), run("c", True)]) is None
+
+
+def test_an_avoided_call_that_only_costs_more_may_work_anywhere() -> None:
+    # Avoided as the costlier way: its working is what the template says, not against it.
+    costlier = _multipart(Predicate(feature="size_mb", op=">", value=8.5)).model_copy(
+        update={"provenance": (Provenance(trajectory_id=uuid.uuid4(), kind=EvidenceKind.AVOIDED_COSTLIER),)}
+    )
+    assert costlier.avoid_reason == "costlier"
+    assert tighten(costlier, [_put(20.0, False), _put(2000.0, True)]) is None
