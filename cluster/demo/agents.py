@@ -97,16 +97,27 @@ class Explorer:
         self._rng = random.Random(seed)
         self._orders: dict[str, list[Call]] = {}
 
-    def pick(self, view: StepView, tried: Sequence[Call], avoid: set[str] | frozenset[str] = frozenset()) -> Call:
-        """The first untried option of this stage's shuffled order, skipping avoided tools if it can."""
+    def pick(
+        self,
+        view: StepView,
+        tried: Sequence[Call],
+        avoid: set[str] | frozenset[str] = frozenset(),
+        last: set[str] | frozenset[str] = frozenset(),
+    ) -> Call:
+        """The first untried option of this stage's shuffled order: tools neither avoided nor in
+        ``last`` first, then avoided ones, then those in ``last``.
+
+        A tool avoided here by a rule's condition may be the rule's mistake at its edge; one in
+        ``last`` (it never worked at this decision) has been wrong everywhere.
+        """
         order = self._orders.get(view.stage)
         if order is None:
             order = list(view.options)
             self._rng.shuffle(order)
             self._orders[view.stage] = order
         fresh = [c for c in order if c not in tried]
-        preferred = [c for c in fresh if c.action not in avoid]
-        return (preferred or fresh or order)[0]
+        fresh.sort(key=lambda c: (c.action in last, c.action in avoid))  # stable: the shuffled order within a tier
+        return (fresh or order)[0]
 
 
 class ExplorePolicy:
@@ -315,7 +326,7 @@ class HindsightPolicy(ExplorePolicy):
         choice, avoid = follow(served, view, episode.task_type, tried)
         if choice is not None:
             return Decision(call=choice.call, source="template", template_id=choice.template_id)
-        return Decision(call=self._explorer.pick(view, tried, avoid | never_worked), source="explore")
+        return Decision(call=self._explorer.pick(view, tried, avoid, last=never_worked), source="explore")
 
     def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
         if decision.template_id is not None:

@@ -105,6 +105,22 @@ def test_exploring_avoids_what_an_applicable_template_says_to_avoid() -> None:
         assert decision.call.action != "add_item"
 
 
+def test_a_tool_avoided_by_a_condition_is_explored_before_those_that_never_worked() -> None:
+    # Every untried option is either avoided here or never worked at this decision: the rule's
+    # avoided tool may be its mistake at the edge, a tool that only ever failed has been wrong everywhere.
+    episode, view = import_view(rows=180)
+    items = parse_served(served(bulk_template()))
+    tried = [Call(action="bulk_import", params={"file": episode.file})]
+    decoys = frozenset(o.action for o in view.options) - {"bulk_import", "add_item"}
+    assert decoys
+    policy = HindsightPolicy()
+    for seed in range(10):
+        policy._explorer = Explorer(f"s{seed}")
+        decision = policy.decide(items, episode, view, tried, never_worked=decoys)
+        assert decision.source == "explore"
+        assert decision.call.action == "add_item"
+
+
 def test_a_more_specific_edge_case_template_wins_over_its_parent() -> None:
     episode = make_episode("db_insert", 2)
     episode.act(episode.view().options[0])  # type: ignore[union-attr]
