@@ -104,20 +104,21 @@ class Explorer:
         avoid: set[str] | frozenset[str] = frozenset(),
         last: set[str] | frozenset[str] = frozenset(),
     ) -> Call:
-        """The first untried option of this stage's shuffled order: tools neither avoided nor in
-        ``last`` first, then avoided ones, then those in ``last``.
+        """The first untried option of this stage's shuffled order (every option once all were
+        tried): tools neither avoided nor in ``last`` first, then avoided ones, then those in ``last``.
 
         A tool avoided here by a rule's condition may be the rule's mistake at its edge; one in
-        ``last`` (it never worked at this decision) has been wrong everywhere.
+        ``last`` (it never worked at this decision) has been wrong everywhere. Once every option
+        failed, the one to call again is one whose failure may have been bad luck, not a decoy.
         """
         order = self._orders.get(view.stage)
         if order is None:
             order = list(view.options)
             self._rng.shuffle(order)
             self._orders[view.stage] = order
-        fresh = [c for c in order if c not in tried]
-        fresh.sort(key=lambda c: (c.action in last, c.action in avoid))  # stable: the shuffled order within a tier
-        return (fresh or order)[0]
+        options = [c for c in order if c not in tried] or list(order)
+        options.sort(key=lambda c: (c.action in last, c.action in avoid))  # stable: the shuffled order within a tier
+        return options[0]
 
 
 class ExplorePolicy:

@@ -121,6 +121,18 @@ def test_a_tool_avoided_by_a_condition_is_explored_before_those_that_never_worke
         assert decision.call.action == "add_item"
 
 
+def test_once_every_option_failed_the_one_called_again_is_not_a_decoy() -> None:
+    # A working tool can fail once by bad luck; a tool that never worked here fails again.
+    episode, view = import_view(rows=180)
+    tried = list(view.options)
+    decoys = frozenset(o.action for o in view.options) - {"bulk_import"}
+    policy = HindsightPolicy()
+    for seed in range(10):
+        policy._explorer = Explorer(f"s{seed}")
+        decision = policy.decide([], episode, view, tried, never_worked=decoys)
+        assert decision.call.action == "bulk_import"
+
+
 def test_a_more_specific_edge_case_template_wins_over_its_parent() -> None:
     episode = make_episode("db_insert", 2)
     episode.act(episode.view().options[0])  # type: ignore[union-attr]
