@@ -62,6 +62,9 @@ from actors.engine.evaluation import (
     holds,
     holds_all,
     is_number,
+    is_string_set,
+    set_of,
+    set_predicate,
 )
 from actors.engine.features import Features, Scalar
 from actors.engine.generalize import string_kind
@@ -448,9 +451,11 @@ def simplify(predicates: Sequence[Predicate], runs: Sequence[Features]) -> tuple
     """Drop, last first, every predicate that separates nothing among ``runs``.
 
     A predicate separates nothing when the others, without it, cover exactly the same runs. Used
-    where two learned conditions are joined (both may test the same feature).
+    where two learned conditions are joined (both may test the same feature). Two sets on one
+    feature become the one set of values both name: ``region in {eu, uk, us} and region in {uk,
+    us, jp}`` says ``region in {uk, us}``.
     """
-    kept = list(dict.fromkeys(predicates))
+    kept = _intersected(list(dict.fromkeys(predicates)))
     # Each predicate is evaluated once per run; a conjunction's coverage is then the AND of masks.
     masks = [_coverage(p, runs) for p in kept]
     everything = (1 << len(runs)) - 1
@@ -468,6 +473,22 @@ def simplify(predicates: Sequence[Predicate], runs: Sequence[Features]) -> tuple
             kept = kept[:i] + kept[i + 1 :]
             masks = without
     return tuple(kept)
+
+
+def _intersected(predicates: list[Predicate]) -> list[Predicate]:
+    """Each feature's string sets as one (where they share a value), in the place of its first."""
+    first: dict[str, int] = {}
+    out: list[Predicate] = []
+    for p in predicates:
+        at = first.get(p.feature) if is_string_set(p) else None
+        common = set_of(out[at]) & set_of(p) if at is not None else set()
+        if at is not None and common:
+            out[at] = set_predicate(p.feature, common)
+            continue
+        if is_string_set(p):
+            first.setdefault(p.feature, len(out))
+        out.append(p)
+    return out
 
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {

@@ -167,3 +167,25 @@ def holds_all(predicates: Sequence[Predicate], features: Features) -> bool:
         if evaluate_predicate(predicate, features) is not True:
             return False
     return True
+
+
+def is_string_set(p: Predicate) -> bool:
+    """``region == 'eu'`` or ``region in {...}`` of strings: a set of values (united on merges,
+    intersected when two of one condition test the same feature)."""
+    if p.op == "==":
+        return isinstance(p.value, str)
+    return p.op == "in" and isinstance(p.value, list) and all(isinstance(v, str) for v in p.value)
+
+
+def set_of(p: Predicate) -> set[str]:
+    """The string values a predicate names (one for ``==``)."""
+    values = p.value if isinstance(p.value, list) else [p.value]
+    return {v for v in values if isinstance(v, str)}
+
+
+def set_predicate(feature: str, values: set[str]) -> Predicate:
+    """``feature == v`` for one value, ``feature in [sorted values]`` for several."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return Predicate(feature=feature, op="==", value=ordered[0])
+    return Predicate(feature=feature, op="in", value=list(ordered))

@@ -65,6 +65,7 @@ from collections.abc import Sequence
 from pydantic import JsonValue
 
 from actors.engine.confidence import confidence_of, implied_belief
+from actors.engine.evaluation import is_string_set, set_of, set_predicate
 from actors.engine.generalize import merge_params
 from actors.engine.model.templates import (
     ActionPattern,
@@ -127,20 +128,8 @@ def _compatible_value(a: JsonValue, b: JsonValue) -> bool:
     return a == b
 
 
-def _is_string_set(p: Predicate) -> bool:
-    """``region == 'eu'`` or ``region in {...}`` of strings: a set of values, which merges by union."""
-    if p.op == "==":
-        return isinstance(p.value, str)
-    return p.op == "in" and isinstance(p.value, list) and all(isinstance(v, str) for v in p.value)
-
-
-def _set_of(p: Predicate) -> set[str]:
-    values = p.value if isinstance(p.value, list) else [p.value]
-    return {v for v in values if isinstance(v, str)}
-
-
 def _op_key(p: Predicate) -> tuple[str, str]:
-    return (p.feature, "in" if _is_string_set(p) else p.op)
+    return (p.feature, "in" if is_string_set(p) else p.op)
 
 
 def conditions_compatible(a: Sequence[Predicate], b: Sequence[Predicate]) -> bool:
@@ -153,7 +142,7 @@ def conditions_compatible(a: Sequence[Predicate], b: Sequence[Predicate]) -> boo
     sa = sorted(a, key=_op_key)
     sb = sorted(b, key=_op_key)
     return len(sa) == len(sb) and all(
-        _op_key(pa) == _op_key(pb) and (_is_string_set(pa) or _compatible_value(pa.value, pb.value))
+        _op_key(pa) == _op_key(pb) and (is_string_set(pa) or _compatible_value(pa.value, pb.value))
         for pa, pb in zip(sa, sb, strict=True)
     )
 
@@ -207,7 +196,7 @@ def narrows(parent: Sequence[Predicate], child: Sequence[Predicate]) -> bool:
     stricter = False
     for p in parent:
         same = [q for q in child if _op_key(q) == _op_key(p)]
-        if any(q.value == p.value or (_is_string_set(p) and _set_of(q) == _set_of(p)) for q in same):
+        if any(q.value == p.value or (is_string_set(p) and set_of(q) == set_of(p)) for q in same):
             continue
         tighter = [q for q in same if _tighter(p, q)]
         if not tighter:
@@ -217,8 +206,8 @@ def narrows(parent: Sequence[Predicate], child: Sequence[Predicate]) -> bool:
 
 
 def _tighter(p: Predicate, q: Predicate) -> bool:
-    if _is_string_set(p) and _is_string_set(q):
-        return _set_of(q) < _set_of(p)
+    if is_string_set(p) and is_string_set(q):
+        return set_of(q) < set_of(p)
     a, b = p.value, q.value
     if not isinstance(a, int | float) or not isinstance(b, int | float) or isinstance(a, bool) or isinstance(b, bool):
         return False
@@ -251,8 +240,8 @@ def _merge_conditions(
             # Only a retired template's successor takes merges of another shape (the stale rule
             # learned again): the bound the evidence added stays.
             out.append(p)
-        elif _is_string_set(p):
-            out.append(set_predicate(p.feature, _set_of(p) | _set_of(q)))
+        elif is_string_set(p):
+            out.append(set_predicate(p.feature, set_of(p) | set_of(q)))
         elif isinstance(p.value, int | float) and isinstance(q.value, int | float) and not isinstance(p.value, bool):
             mean = (p.value * w_old + q.value * w_new) / max(1, w_old + w_new)
             value: JsonValue = (
@@ -264,14 +253,6 @@ def _merge_conditions(
     return tuple(out)
 
 
-def set_predicate(feature: str, values: set[str]) -> Predicate:
-    """``feature == v`` for one value, ``feature in [sorted values]`` for several."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return Predicate(feature=feature, op="==", value=ordered[0])
-    return Predicate(feature=feature, op="in", value=list(ordered))
-
-
 def _contradicted(library: Sequence[ExperienceTemplate], old: ExperienceTemplate, new: ExperienceTemplate) -> bool:
     """Uniting ``new``'s sets into ``old`` would claim a value where the library recommends the opposite.
 
@@ -281,10 +262,10 @@ def _contradicted(library: Sequence[ExperienceTemplate], old: ExperienceTemplate
     if old.avoid is None:
         return False
     added: dict[str, set[str]] = {}
-    new_sets = {p.feature: _set_of(p) for p in new.condition.predicates if _is_string_set(p)}
+    new_sets = {p.feature: set_of(p) for p in new.condition.predicates if is_string_set(p)}
     for p in old.condition.predicates:
-        if _is_string_set(p) and p.feature in new_sets:
-            added[p.feature] = new_sets[p.feature] - _set_of(p)
+        if is_string_set(p) and p.feature in new_sets:
+            added[p.feature] = new_sets[p.feature] - set_of(p)
     if not any(added.values()):
         return False
     for t in library:
@@ -295,7 +276,7 @@ def _contradicted(library: Sequence[ExperienceTemplate], old: ExperienceTemplate
             and t.avoid.tool == old.recommended.tool
         )
         if opposite and any(
-            _is_string_set(p) and _set_of(p) & added.get(p.feature, set()) for p in t.condition.predicates
+            is_string_set(p) and set_of(p) & added.get(p.feature, set()) for p in t.condition.predicates
         ):
             return True
     return False

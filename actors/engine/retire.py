@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import Field, JsonValue
 
-from actors.engine.evaluation import evaluate_condition
+from actors.engine.evaluation import evaluate_condition, is_string_set, set_of, set_predicate
 from actors.engine.features import flatten_context
 from actors.engine.generalize import fits_pattern
 from actors.engine.model.templates import ExperienceTemplate, Predicate
@@ -80,12 +80,6 @@ def _number(value: JsonValue) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def _is_string_set(p: Predicate) -> bool:
-    if p.op == "==":
-        return isinstance(p.value, str)
-    return p.op == "in" and isinstance(p.value, list) and all(isinstance(v, str) for v in p.value)
 
 
 def _feature(context: Mapping[str, JsonValue], path: str) -> JsonValue:
@@ -132,7 +126,7 @@ def tighten(
             on_feature = [p for p in predicates if p.feature == feature]
             if not on_feature:
                 continue  # its set emptied on the other side: nothing of the condition survives
-            if any(_is_string_set(p) for p in on_feature):
+            if any(is_string_set(p) for p in on_feature):
                 predicates, why = _drop_values(predicates, feature, inside, said)
             else:
                 predicates, why = _tighten_bounds(predicates, feature, inside, said)
@@ -178,17 +172,13 @@ def _drop_values(
         return predicates, ""
     out: list[Predicate] = []
     for p in predicates:
-        if p.feature != feature or not _is_string_set(p):
+        if p.feature != feature or not is_string_set(p):
             out.append(p)
             continue
-        kept = [v for v in (p.value if isinstance(p.value, list) else [p.value]) if v not in dead]
+        kept = set_of(p) - set(dead)
         if not kept:
             return [], f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
-        out.append(
-            Predicate(feature=feature, op="==", value=kept[0])
-            if len(kept) == 1
-            else Predicate(feature=feature, op="in", value=list(kept))
-        )
+        out.append(set_predicate(feature, kept))
     return out, f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
 
 

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from actors.engine import flatten_context, learn_condition
-from actors.engine.conditions import categorical_features
+from actors.engine.conditions import categorical_features, simplify
 from actors.engine.evaluation import holds
 from actors.engine.model.templates import Condition, Predicate
 
@@ -216,3 +216,17 @@ def test_a_field_of_eight_values_over_a_dozen_runs_is_a_category_and_a_fresh_lab
     region = ["de", "fr", "nl", "de", "it", "fr", "es", "pt", "de", "pl", "nl", "cz"]  # 8 values, most recur
     runs = [{"region": r, "label": f"lbl-{i:03d}"} for i, r in enumerate(region)]
     assert categorical_features(runs) == frozenset({"region"})
+
+
+def test_two_sets_on_one_feature_join_as_the_values_both_name() -> None:
+    # Where the avoided tool fails and where the recommended one works, joined: one set, not two.
+    runs = [{"region": r, "rows": n} for r, n in (("eu", 5), ("uk", 50), ("us", 500), ("jp", 5), ("br", 50))]
+    wide = Predicate(feature="region", op="in", value=["eu", "uk", "us"])
+    other = Predicate(feature="region", op="in", value=["jp", "uk", "us"])
+    big = Predicate(feature="rows", op=">", value=10)
+    assert simplify([wide, big, other], runs) == (Predicate(feature="region", op="in", value=["uk", "us"]),)
+    single = Predicate(feature="region", op="in", value=["jp", "us"])
+    assert simplify([wide, single], runs) == (Predicate(feature="region", op="==", value="us"),)
+    # Nothing in common: both stay, and the condition holds nowhere.
+    apart = Predicate(feature="region", op="==", value="br")
+    assert simplify([wide, apart], runs) == (wide, apart)
