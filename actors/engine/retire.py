@@ -48,7 +48,7 @@ from pydantic import Field, JsonValue
 from actors.engine.evaluation import evaluate_condition, is_string_set, set_of, set_predicate
 from actors.engine.features import flatten_context
 from actors.engine.generalize import fits_pattern
-from actors.engine.model.templates import ExperienceTemplate, Predicate
+from actors.engine.model.templates import ActionPattern, ExperienceTemplate, Predicate
 from cluster.core.types import Frozen, JsonObject
 
 MIN_FAILURES = 1
@@ -92,16 +92,24 @@ def _midpoint(a: float, b: float, integers: bool) -> JsonValue:
     return round(mid) if integers and round(mid) not in (a, b) else float(f"{mid:.6g}")
 
 
-def tried_inside(template: ExperienceTemplate, outcomes: Iterable[ActionOutcome]) -> list[ActionOutcome]:
-    """The outcomes of the template's recommended call at its decision where its condition holds."""
+def calls_inside(
+    template: ExperienceTemplate, call: ActionPattern, outcomes: Iterable[ActionOutcome]
+) -> list[ActionOutcome]:
+    """The outcomes of ``call`` (the template's recommended or avoided pattern) at its decision where its
+    condition holds."""
     return [
         o
         for o in outcomes
         if o.signature == template.signature
-        and o.action == template.recommended.tool
-        and fits_pattern(template.recommended.params, o.params, o.context)
+        and o.action == call.tool
+        and fits_pattern(call.params, o.params, o.context)
         and evaluate_condition(template.condition, o.context) is True
     ]
+
+
+_SAID = ("worked", "failed")
+"""How a reason names a run that agrees with the template, and one that contradicts it."""
+_SAID_AVOIDED = ("failed", "worked")
 
 
 def tighten(
@@ -114,19 +122,18 @@ def tighten(
     """
     predicates = list(template.condition.predicates)
     reasons: list[str] = []
-    sides = [(template.recommended.tool, tried_inside(template, outcomes), _SAID)]
+    sides = [(template.recommended.tool, calls_inside(template, template.recommended, outcomes), _SAID)]
     if template.avoid is not None and template.avoid_reason == "fails":
         # The claim "it fails here", judged as the claim "it works here" with outcomes turned round.
-        avoided = [o.model_copy(update={"succeeded": not o.succeeded}) for o in avoided_inside(template, outcomes)]
-        sides.append((template.avoid.tool, avoided, _SAID_AVOIDED))
+        avoided = calls_inside(template, template.avoid, outcomes)
+        sides.append(
+            (template.avoid.tool, [o.model_copy(update={"succeeded": not o.succeeded}) for o in avoided], _SAID_AVOIDED)
+        )
     for tool, inside, said in sides:
         if not any(not o.succeeded for o in inside):
             continue
         for feature in dict.fromkeys(p.feature for p in template.condition.predicates):
-            on_feature = [p for p in predicates if p.feature == feature]
-            if not on_feature:
-                continue  # its set emptied on the other side: nothing of the condition survives
-            if any(is_string_set(p) for p in on_feature):
+            if any(is_string_set(p) for p in predicates if p.feature == feature):
                 predicates, why = _drop_values(predicates, feature, inside, said)
             else:
                 predicates, why = _tighten_bounds(predicates, feature, inside, said)
@@ -139,28 +146,8 @@ def tighten(
     return tuple(predicates), "; ".join(reasons)
 
 
-_SAID = ("worked", "failed")
-"""How a reason names a run that agrees with the template, and one that contradicts it."""
-_SAID_AVOIDED = ("failed", "worked")
-
-
-def avoided_inside(template: ExperienceTemplate, outcomes: Iterable[ActionOutcome]) -> list[ActionOutcome]:
-    """The outcomes of the template's avoided call at its decision where its condition holds."""
-    avoid = template.avoid
-    if avoid is None:
-        return []
-    return [
-        o
-        for o in outcomes
-        if o.signature == template.signature
-        and o.action == avoid.tool
-        and fits_pattern(avoid.params, o.params, o.context)
-        and evaluate_condition(template.condition, o.context) is True
-    ]
-
-
 def _drop_values(
-    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str] = _SAID
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str]
 ) -> tuple[list[Predicate], str]:
     values: dict[str, list[bool]] = {}
     for o in inside:
@@ -183,7 +170,7 @@ def _drop_values(
 
 
 def _tighten_bounds(
-    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str] = _SAID
+    predicates: list[Predicate], feature: str, inside: Sequence[ActionOutcome], said: tuple[str, str]
 ) -> tuple[list[Predicate], str]:
     runs = [(x, o.succeeded) for o in inside if (x := _number(_feature(o.context, feature))) is not None]
     worked = [x for x, ok in runs if ok]
