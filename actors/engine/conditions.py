@@ -480,13 +480,11 @@ def _intersected(predicates: list[Predicate]) -> list[Predicate]:
     first: dict[str, int] = {}
     out: list[Predicate] = []
     for p in predicates:
-        at = first.get(p.feature) if is_string_set(p) else None
-        common = set_of(out[at]) & set_of(p) if at is not None else set()
-        if at is not None and common:
-            out[at] = set_predicate(p.feature, common)
-            continue
         if is_string_set(p):
-            first.setdefault(p.feature, len(out))
+            at = first.setdefault(p.feature, len(out))
+            if at < len(out) and (common := set_of(out[at]) & set_of(p)):
+                out[at] = set_predicate(p.feature, common)
+                continue
         out.append(p)
     return out
 

@@ -428,7 +428,6 @@ def merge_into_library(
     for i in range(len(library)):
         retire_at(i)
     matched: set[int] = set()
-    learned: list[ExperienceTemplate] = []
     for template in new:
         while any(t.template_id == template.template_id and t.retired_reason is not None for t in library):
             template = template.model_copy(update={"template_id": successor_id(template.template_id)})
@@ -444,7 +443,6 @@ def merge_into_library(
             ),
             None,
         )
-        learned.append(template)
         if index is not None:
             matched.add(index)
             # Only a stored template can predate the pool; two of this call's are peers.
@@ -463,7 +461,7 @@ def merge_into_library(
             origin.append("supplementary")
     for i, template in enumerate(library):
         if origin[i] == "existing" and i not in matched and template.retired_reason is None:
-            newer = _learned_again(template, learned, pools)
+            newer = _learned_again(template, new, pools)
             if newer is not None:
                 reason = f"superseded: learned again on all of its evidence and more, {newer}"
                 library[i], origin[i] = template.model_copy(update={"retired_reason": reason[:500]}), "retired"
