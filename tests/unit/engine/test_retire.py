@@ -98,18 +98,24 @@ def test_a_feature_the_condition_does_not_test_is_never_used() -> None:
     assert tighten(_multipart(*_band(8.5, 1373.45)), runs) is None
 
 
+# "render rather than rasterize for these MIME types"
+RENDER = ExperienceTemplate(
+    signature="s",
+    condition=Condition(predicates=(Predicate(feature="mime", op="in", value=["a", "b", "c"]),)),
+    recommended=ActionPattern(tool="render"),
+    avoid=ActionPattern(tool="rasterize"),
+)
+
+
+def _mime(action: str, mime: str, ok: bool) -> ActionOutcome:
+    return ActionOutcome(signature="s", action=action, context={"mime": mime}, succeeded=ok)
+
+
 def test_a_set_value_that_never_worked_leaves_the_set() -> None:
-    template = ExperienceTemplate(
-        signature="s",
-        condition=Condition(predicates=(Predicate(feature="mime", op="in", value=["a", "b", "c"]),)),
-        recommended=ActionPattern(tool="render"),
-        avoid=ActionPattern(tool="rasterize"),
-    )
-
     def run(mime: str, ok: bool) -> ActionOutcome:
-        return ActionOutcome(signature="s", action="render", context={"mime": mime}, succeeded=ok)
+        return _mime("render", mime, ok)
 
-    found = tighten(template, [run("a", True), run("b", True), run("c", False), run("b", False)])
+    found = tighten(RENDER, [run("a", True), run("b", True), run("c", False), run("b", False)])
     assert found is not None
     assert found[0] == (Predicate(feature="mime", op="in", value=["a", "b"]),)
 
@@ -207,23 +213,16 @@ def test_an_avoided_call_that_worked_beyond_where_it_failed_moves_the_bound() ->
 
 
 def test_a_set_value_where_the_avoided_call_never_failed_leaves_the_set() -> None:
-    template = ExperienceTemplate(
-        signature="s",
-        condition=Condition(predicates=(Predicate(feature="mime", op="in", value=["a", "b", "c"]),)),
-        recommended=ActionPattern(tool="render"),
-        avoid=ActionPattern(tool="rasterize"),
-    )
-
     def run(mime: str, ok: bool) -> ActionOutcome:
-        return ActionOutcome(signature="s", action="rasterize", context={"mime": mime}, succeeded=ok)
+        return _mime("rasterize", mime, ok)
 
-    found = tighten(template, [run("a", False), run("b", False), run("c", True)])
+    found = tighten(RENDER, [run("a", False), run("b", False), run("c", True)])
     assert found is not None
     assert found == (
         (Predicate(feature="mime", op="in", value=["a", "b"]),),
         "rasterize never failed where mime is 'c'",
     )
-    assert tighten(template, [run("a", False), run("c", False), run("c", True)]) is None
+    assert tighten(RENDER, [run("a", False), run("c", False), run("c", True)]) is None
 
 
 def test_an_avoided_call_that_only_costs_more_may_work_anywhere() -> None:
