@@ -263,7 +263,7 @@ def fts5_ranked(shape: Shape) -> Select[Any]:
     ranked = (
         text(
             f"SELECT rowid AS seq, bm25({FTS_TABLE}, 0.0, {KEY_WEIGHT}, {TEXT_WEIGHT}, {CONTEXT_WEIGHT}) AS rank "
-            f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank LIMIT :inner"
+            f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH :match ORDER BY rank, rowid LIMIT :inner"
         )
         .columns(column("seq", Integer), column("rank", Float))
         .cte("ranked")
@@ -273,6 +273,6 @@ def fts5_ranked(shape: Shape) -> Select[Any]:
         select(_m.seq, ranked.c.rank, total)
         .join(ranked, _m.seq == ranked.c.seq)
         .where(*visible_conditions(shape, by_seq=True))
-        .order_by(ranked.c.rank)
+        .order_by(ranked.c.rank, _m.seq)  # equal ranks: the older memory first, in every run
         .limit(bindparam("limit"))
     )

@@ -218,7 +218,9 @@ class Search:
         stmt = (
             select(MemoryRow.seq, rank.label("rank"))
             .where(document.op("@@")(query), *statements.visible_conditions(shape, by_seq=False))
-            .order_by(rank.desc())
+            # Equal ranks (the same words) keep the older memory first, as the fused ranking does;
+            # without it their order is the plan's and changes from run to run.
+            .order_by(rank.desc(), MemoryRow.seq)
             .limit(limit)
         )
         return [LexicalHit(seq, float(score)) for seq, score in self.session.execute(stmt, params)]

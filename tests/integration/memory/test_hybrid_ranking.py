@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select, text, update
 
 from cluster.core.ports import Embedder
 from cluster.memory.index import MilvusMemoryIndex
 from cluster.memory.models import MemoryQuery, MemoryWrite
 from cluster.memory.policy import RankingPolicy
+from cluster.memory.repository.search import Search, Visibility
 from cluster.memory.service import MemoryService
+from cluster.memory.tables import MemoryRow
 from cluster.storage.db import Database
 from tests.integration.memory.conftest import T0
 
@@ -55,3 +58,21 @@ def test_hybrid_ranking_beats_dense_alone_and_lexical_alone(
     assert scores["hybrid"] > scores["dense"], scores
     assert scores["hybrid"] > scores["lexical"], scores
     assert scores["hybrid"] == 1.0, scores
+
+
+def test_memories_the_words_rank_equally_come_oldest_first_whatever_order_the_table_holds(
+    database: Database, embedder: Embedder, index: MilvusMemoryIndex
+) -> None:
+    memory = MemoryService(database, embedder, index, cache_bytes=0)
+    places = ("zoo", "gym", "inn")
+    memory.apply_writes("jon", [MemoryWrite(key=p, value=f"I ran a charity race for the {p}") for p in places], now=T0)
+    with database.transaction() as session:
+        seqs = list(session.scalars(select(MemoryRow.seq).where(MemoryRow.owner == "jon").order_by(MemoryRow.seq)))
+        # An update writes the row anew: Postgres then holds the oldest memory last in its table.
+        session.execute(update(MemoryRow).where(MemoryRow.seq == seqs[0]).values(access_count=1))
+    with database.read() as session:
+        if database.dialect == "postgresql":  # a plan that reads the table in its stored order
+            session.execute(text("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off"))
+        hits = Search(session, "jon", database.dialect).lexical("charity race", Visibility(valid_at=T0), 3)
+    assert len({round(h.score, 9) for h in hits}) == 1, hits  # the same words: one score
+    assert [h.seq for h in hits] == seqs
