@@ -157,6 +157,7 @@ def _drop_values(
     dead = sorted(v for v, runs in values.items() if len(runs) >= MIN_FAILURES and not any(runs))
     if not dead:
         return predicates, ""
+    why = f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
     out: list[Predicate] = []
     for p in predicates:
         if p.feature != feature or not is_string_set(p):
@@ -164,9 +165,9 @@ def _drop_values(
             continue
         kept = set_of(p) - set(dead)
         if not kept:
-            return [], f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
+            return [], why
         out.append(set_predicate(feature, kept))
-    return out, f"never {said[0]} where {feature} is {', '.join(map(repr, dead))}"
+    return out, why
 
 
 def _tighten_bounds(
