@@ -104,21 +104,21 @@ class Explorer:
         avoid: set[str] | frozenset[str] = frozenset(),
         last: set[str] | frozenset[str] = frozenset(),
     ) -> Call:
-        """The first untried option of this stage's shuffled order (every option once all were
-        tried): tools neither avoided nor in ``last`` first, then avoided ones, then those in ``last``.
+        """The first option of this stage's shuffled order tried the fewest times: tools neither
+        avoided nor in ``last`` first, then avoided ones, then those in ``last``.
 
         A tool avoided here by a rule's condition may be the rule's mistake at its edge; one in
         ``last`` (it never worked at this decision) has been wrong everywhere. Once every option
-        failed, the one to call again is one whose failure may have been bad luck, not a decoy.
+        failed, they are called again in turn, in the same tiers: the right one may have failed by
+        bad luck, and calling one option again and again would never find out which.
         """
         order = self._orders.get(view.stage)
         if order is None:
             order = list(view.options)
             self._rng.shuffle(order)
             self._orders[view.stage] = order
-        options = [c for c in order if c not in tried] or list(order)
-        options.sort(key=lambda c: (c.action in last, c.action in avoid))  # stable: the shuffled order within a tier
-        return options[0]
+        # min keeps the first of equals: the shuffled order within a tier.
+        return min(order, key=lambda c: (tried.count(c), c.action in last, c.action in avoid))
 
 
 class ExplorePolicy:

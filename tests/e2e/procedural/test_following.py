@@ -133,6 +133,18 @@ def test_once_every_option_failed_the_one_called_again_is_not_a_decoy() -> None:
         assert decision.call.action == "bulk_import"
 
 
+def test_once_every_option_failed_they_are_called_again_in_turn() -> None:
+    # The right call may have failed by bad luck: calling the first option again and again would
+    # never reach it. Each is called again before any is called a third time.
+    _, view = import_view(rows=180)
+    for seed in range(10):
+        explorer = Explorer(f"s{seed}")
+        tried: list[Call] = []
+        for _ in range(2 * len(view.options)):
+            tried.append(explorer.pick(view, tried))
+        assert all(tried.count(o) == 2 for o in view.options)
+
+
 def test_a_more_specific_edge_case_template_wins_over_its_parent() -> None:
     episode = make_episode("db_insert", 2)
     episode.act(episode.view().options[0])  # type: ignore[union-attr]
