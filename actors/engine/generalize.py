@@ -11,11 +11,11 @@ Tool names and parameter structure stay; values are generalized across all the e
   when equal in every run, else ``<css_selector>``;
 * typed values (:func:`value_kind`, checked on the whole string, before paths: a date, a
   fraction or a MIME type holds a slash and is no path): ``date``, ``time``, ``datetime``,
-  ``duration``, ``mime_type``, ``ratio``, ``version``, ``number``. A MIME type, version, ratio,
-  duration or number every run used is kept verbatim; where runs differ it is named after the
-  context feature holding it in every run, else typed (``<mime_type>``). Dates and times come
-  from the situation: named after the context feature when one holds them (even if constant),
-  kept verbatim when two or more runs used the same one, else ``<date>`` / ``<time>``;
+  ``duration``, ``mime_type``, ``ratio``, ``version``, ``number``. Named after the context
+  feature holding the value in every run, even where it never varied (the items of one task
+  share its version; the next task's situation holds its own), but a number two runs used stays
+  a constant (numbers coincide); else a MIME type, version, ratio, duration or number every run
+  used is kept verbatim, a date or time two or more runs used too; else typed (``<version>``);
 * URLs: named after the context feature holding them in every run, else kept verbatim when two
   or more runs used the same one (an endpoint is a constant of the tool), else ``<url>``;
 * file paths → ``<path>``, or ``<csv_path>`` when every run's file had the
@@ -76,6 +76,8 @@ VALUE_KINDS = frozenset({"datetime", "date", "time", "duration", "mime_type", "r
 """Kinds of value that mean the same in any run (a MIME type, a version, ...): kept when constant."""
 SITUATION_KINDS = frozenset({"datetime", "date", "time"})
 """Value kinds that usually come from the situation: named after the context when found there."""
+COINCIDING_KINDS = frozenset({"number"})
+"""Value kinds whose equal values in two places may be chance: constant in two runs, kept."""
 CONSTANT_KINDS = frozenset({"plain", "css"}) | (VALUE_KINDS - SITUATION_KINDS)
 """Kinds a list item may have for the whole list to be kept as a constant."""
 SELECTOR_ATTRIBUTES = ("type", "name", "role", "aria-label", "data-testid", "placeholder")
@@ -174,24 +176,26 @@ def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue
 
 
 def _typed_value(kind: str, values: list[str], samples: Sequence[Sample]) -> str:
-    """A date, MIME type, version, ...: verbatim where every run used it, else a typed placeholder.
+    """A date, MIME type, version, ...: named after the context feature holding it in every run,
+    else verbatim where every run used it, else a typed placeholder.
 
-    Dates and times usually come from the situation (a due date, a slot): when the context
-    holds the value in every run, it is named after that feature even if it never varied; and
-    a date seen in one run only is no evidence of a constant. Other kinds (MIME types, versions,
-    ratios, durations, numbers) mean the same in any run and are kept whenever they are constant.
+    A value the situation holds in every run is read off the situation, even if it never varied:
+    the calls behind a template are often the items of one task, all with the task's own version
+    or date, and the next task's situation holds its own (a version ``11.10.5`` read off the
+    context, not a fixed one). Read off the context, a value that is the same everywhere is still
+    the right one. Otherwise dates and times come from the situation, so one seen in one run only
+    is no evidence of a constant; other kinds (MIME types, versions, ratios, durations, numbers)
+    mean the same in any run and are kept whenever they are constant. A number the situation
+    holds in every run is the exception: small numbers coincide (``part_mb=16`` where
+    ``threads`` is 16), so one used in two runs or more stays a constant.
     """
     feature = _context_feature(values, [ctx for _, ctx in samples])
     constant = len(set(values)) == 1
+    if feature is not None and not (kind in COINCIDING_KINDS and constant and len(values) > 1):
+        return f"<{feature}>"
     if kind in SITUATION_KINDS:
-        if feature is not None:
-            return f"<{feature}>"
         return values[0] if constant and len(values) > 1 else f"<{kind}>"
-    if constant and (len(values) > 1 or feature is None):
-        return values[0]
-    # One run whose value the situation holds is no evidence of a constant: the next instance's
-    # situation holds its own (a version ``11.10.5`` read off the context, not a fixed one).
-    return f"<{feature}>" if feature is not None else f"<{kind}>"
+    return values[0] if constant else f"<{kind}>"
 
 
 def _url(values: list[str], samples: Sequence[Sample]) -> str:
