@@ -76,8 +76,6 @@ VALUE_KINDS = frozenset({"datetime", "date", "time", "duration", "mime_type", "r
 """Kinds of value that mean the same in any run (a MIME type, a version, ...): kept when constant."""
 SITUATION_KINDS = frozenset({"datetime", "date", "time"})
 """Value kinds that usually come from the situation: named after the context when found there."""
-COINCIDING_KINDS = frozenset({"number"})
-"""Value kinds whose equal values in two places may be chance: constant in two runs, kept."""
 CONSTANT_KINDS = frozenset({"plain", "css"}) | (VALUE_KINDS - SITUATION_KINDS)
 """Kinds a list item may have for the whole list to be kept as a constant."""
 SELECTOR_ATTRIBUTES = ("type", "name", "role", "aria-label", "data-testid", "placeholder")
@@ -140,13 +138,21 @@ def _number(key: str, values: list[JsonValue], flats: Sequence[Mapping[str, obje
         )
     )
     # Runs that differ, or a single run, whose value the situation holds: the situation's value, not a
-    # constant (``add_item(rows=50)`` for a file of 50 rows is ``rows=<row_count>``). Two runs with the
-    # same value are a constant even where a feature happens to hold it too.
-    if shared and (len(values) == 1 or len(set(values)) > 1):
+    # constant (``add_item(rows=50)`` for a file of 50 rows is ``rows=<row_count>``).
+    if shared and not _repeated_number(values):
         return f"<{sorted(shared, key=lambda f: (len(f), f))[0]}>"
     if len(set(values)) == 1:
         return values[0]
     return "<int>" if all(isinstance(v, int) for v in values) else "<number>"
+
+
+def _repeated_number(values: Sequence[JsonValue]) -> bool:
+    """Two runs or more used one number: a constant, even where a context feature holds it too.
+
+    Small numbers coincide (``part_mb=16`` where ``threads`` is 16), so only a number seen once,
+    or numbers that differ, are read off the situation; JSON numbers and numeric strings alike.
+    """
+    return len(values) > 1 and len(set(values)) == 1
 
 
 def _string(key: str, values: list[str], samples: Sequence[Sample]) -> JsonValue:
@@ -191,7 +197,7 @@ def _typed_value(kind: str, values: list[str], samples: Sequence[Sample]) -> str
     """
     feature = _context_feature(values, [ctx for _, ctx in samples])
     constant = len(set(values)) == 1
-    if feature is not None and not (kind in COINCIDING_KINDS and constant and len(values) > 1):
+    if feature is not None and not (kind == "number" and _repeated_number(values)):
         return f"<{feature}>"
     if kind in SITUATION_KINDS:
         return values[0] if constant and len(values) > 1 else f"<{kind}>"
