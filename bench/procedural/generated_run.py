@@ -142,11 +142,13 @@ async def run_generated(
     *,
     embedder: Callable[[], Embedder] = default_embedder,
     progress: Callable[[str], None] = lambda _: None,
+    wrap: Callable[[Policy], Policy] = lambda policy: policy,
 ) -> list[FamilyCell]:
     """Run every condition through every round on the same instances; one cell per family, condition, round.
 
     The rounds are the harness's (:func:`cluster.demo.harness.run_bench`), keeping each
-    episode so the first try of every decision can be read from its history.
+    episode so the first try of every decision can be read from its history. ``wrap`` may put
+    each condition's policy inside another that watches it (:mod:`bench.procedural.losses`).
 
     Raises:
         ToolCallFailed: Recording or finalizing a trajectory failed.
@@ -155,7 +157,7 @@ async def run_generated(
     cells: list[FamilyCell] = []
     async with AsyncExitStack() as stack:
         clients = {c: await stack.enter_async_context(client_factory(c)) for c in config.conditions}
-        policies = {c: make_policy(c, bench, embedder) for c in config.conditions}
+        policies = {c: wrap(make_policy(c, bench, embedder)) for c in config.conditions}
         for round_ in range(1, config.rounds + 1):
             for condition in config.conditions:
                 started = time.monotonic()
@@ -192,17 +194,35 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--families", type=int, default=200, help="how many generated families")
-    parser.add_argument("--seed-start", type=int, default=100, help="first family seed (0-99 are for tuning)")
+def add_run_arguments(parser: argparse.ArgumentParser, *, families: int, seed_start: int) -> None:
+    """The options that say which families run and how long (read back by :func:`run_config`)."""
+    parser.add_argument("--families", type=int, default=families, help="how many generated families")
+    parser.add_argument("--seed-start", type=int, default=seed_start, help="first family seed (0-99 are for tuning)")
     parser.add_argument("--train", type=int, default=3, help="training episodes per family, condition and round")
     parser.add_argument("--eval", type=int, default=3, help="evaluation episodes per family, condition and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0, help="instance seeds")
-    parser.add_argument("--out", type=Path, default=Path("generated.json"), help="where to write the JSON results")
     parser.add_argument("--data-dir", type=Path, default=None, help="service files (default: a temporary dir)")
+
+
+def run_config(args: argparse.Namespace, conditions: tuple[Condition, ...]) -> RunConfig:
+    """The run :func:`add_run_arguments`' options describe, for ``conditions``."""
+    return RunConfig(
+        families=args.families,
+        seed_start=args.seed_start,
+        train_episodes=args.train,
+        eval_episodes=args.eval,
+        rounds=args.rounds,
+        seed=args.seed,
+        conditions=conditions,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser, families=200, seed_start=100)
+    parser.add_argument("--out", type=Path, default=Path("generated.json"), help="where to write the JSON results")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--conditions",
@@ -212,15 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         help="which conditions to run (comparisons need none, naive and hindsight)",
     )
     args = parser.parse_args(argv)
-    config = RunConfig(
-        families=args.families,
-        seed_start=args.seed_start,
-        train_episodes=args.train,
-        eval_episodes=args.eval,
-        rounds=args.rounds,
-        seed=args.seed,
-        conditions=tuple(args.conditions),
-    )
+    config = run_config(args, tuple(args.conditions))
     progress = (lambda _: None) if args.quiet else _progress
 
     async def go(data_dir: Path) -> GeneratedResults:
