@@ -156,6 +156,12 @@ class GameEpisode(Episode):
         return float(len(self.gold))
 
     @property
+    def points(self) -> float:
+        """The share of the game's points the play has now, as the game gives it (1 when won; it
+        falls below 0 when things were taken from their places): how far a lost game got."""
+        return float(self._info.get("score", 0.0))
+
+    @property
     def succeeded(self) -> bool:
         return bool(self._info.get("tasksuccess"))
 

@@ -57,6 +57,7 @@ class Cell(Frozen):
     success_rate: float
     mean_steps: float = Field(description="A lost game counts every step it took (the budget, or fewer if lost early).")
     gold_ratio: float = Field(description="Mean steps ÷ mean gold-path length.")
+    points: float = Field(description="Mean share of the game's points reached at the end (1: won).")
     seconds_per_game: float = Field(description="Wall time per dev game, agent and recording included.")
 
 
@@ -88,16 +89,20 @@ async def learn(policy: Policy, drain: Callable[[], object]) -> None:
 
 async def play(
     client: ToolClient, policy: Policy, game: str, fold: str, seeds: Sequence[int], budget: int, condition: str
-) -> list[EpisodeResult]:
+) -> list[tuple[EpisodeResult, float]]:
+    """Each game's result and the share of its points reached."""
     out = []
     for seed in seeds:
         episode = GameEpisode(game, GAMES[game], fold, seed, budget)
-        out.append(await run_episode(client, episode, policy, agent_id=f"bench-{condition}"))
+        out.append((await run_episode(client, episode, policy, agent_id=f"bench-{condition}"), episode.points))
     return out
 
 
-def cell(game: str, condition: Condition, trained: int, results: Sequence[EpisodeResult], seconds: float) -> Cell:
-    n = len(results)
+def cell(
+    game: str, condition: Condition, trained: int, played: Sequence[tuple[EpisodeResult, float]], seconds: float
+) -> Cell:
+    n = len(played)
+    results = [r for r, _ in played]
     steps = sum(r.steps for r in results) / n
     gold = sum(r.oracle_steps for r in results) / n
     return Cell(
@@ -108,6 +113,7 @@ def cell(game: str, condition: Condition, trained: int, results: Sequence[Episod
         success_rate=sum(r.succeeded for r in results) / n,
         mean_steps=steps,
         gold_ratio=steps / gold,
+        points=sum(p for _, p in played) / n,
         seconds_per_game=seconds / n,
     )
 
@@ -136,7 +142,7 @@ async def run_condition(
             out = cell(game, condition, trained, results, time.monotonic() - started)
     progress(
         f"{game} {condition} after {trained}: success {out.success_rate:.2f}, "
-        f"steps/gold {out.gold_ratio:.2f}, {out.seconds_per_game:.2f} s/game"
+        f"steps/gold {out.gold_ratio:.2f}, points {out.points:.2f}, {out.seconds_per_game:.2f} s/game"
     )
     return out
 
@@ -161,11 +167,14 @@ async def run(
 
 
 def print_table(cells: Sequence[Cell]) -> None:
-    print(f"{'game':<13}{'condition':<11}{'trained':>8}{'dev':>5}{'success':>9}{'steps':>8}{'÷gold':>7}{'s/game':>8}")
+    print(
+        f"{'game':<13}{'condition':<11}{'trained':>8}{'dev':>5}{'success':>9}{'steps':>8}{'÷gold':>7}"
+        f"{'points':>8}{'s/game':>8}"
+    )
     for c in cells:
         print(
             f"{c.game:<13}{c.condition:<11}{c.trained:>8}{c.games:>5}{c.success_rate:>9.2f}"
-            f"{c.mean_steps:>8.1f}{c.gold_ratio:>7.2f}{c.seconds_per_game:>8.2f}"
+            f"{c.mean_steps:>8.1f}{c.gold_ratio:>7.2f}{c.points:>8.2f}{c.seconds_per_game:>8.2f}"
         )
 
 

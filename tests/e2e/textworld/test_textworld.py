@@ -50,8 +50,10 @@ def test_parse_action_reads_verb_object_and_target() -> None:
 @pytest.mark.anyio
 async def test_a_won_game_is_recorded_step_by_step_and_finalized(client: Client, services: Services) -> None:
     episode = GameEpisode("twc", TWC, "train", 1)
+    assert episode.points == 0.0
     result = await run_episode(client, episode, GoldPolicy(), agent_id="test")
     assert result.succeeded
+    assert episode.points == 1.0
     assert result.steps == len(episode.gold) == result.oracle_steps
     stored = services.capture.load("local", uuid.UUID(result.trajectory_ids["agent"]))
     assert stored.outcome is not None
@@ -65,6 +67,15 @@ async def test_a_won_game_is_recorded_step_by_step_and_finalized(client: Client,
     assert all(set(n.available_actions) == {"put", "inventory"} for n in puts)
     assert all(n.execution_result.status.value == "success" for n in puts)
     assert analysis_for(services).run_once().trajectories == 1
+
+
+@pytest.mark.anyio
+async def test_a_lost_game_says_how_far_it_got(client: Client) -> None:
+    whole = GameEpisode("twc", TWC, "train", 1)
+    short = GameEpisode("twc", TWC, "train", 1, budget=len(whole.gold) - 1)
+    result = await run_episode(client, short, GoldPolicy(), agent_id="test")
+    assert not result.succeeded
+    assert 0.0 < short.points < 1.0  # all but the last put scored
 
 
 @pytest.mark.anyio
