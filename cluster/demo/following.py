@@ -311,11 +311,18 @@ def follow(
         the situation, else the most specific first — (None if none applies or its call was
         tried; when every untried option is one experience says fails here, an advised call that
         failed once is made again), and the tools applicable templates say fail here (a tool they
-        avoid only for its cost is left free: it is the fallback when the cheaper call fails).
+        avoid only for its cost is left free: it is the fallback when the cheaper call fails; so
+        is one avoided by a template whose own call failed here).
     """
     candidates = [s for s in served if usable(s, view, task_type)]
     # A tool avoided only for its cost works here: it is the natural fallback, not one to skip.
-    avoid = {s.template.avoid.tool for s in candidates if s.template.avoid is not None and s.avoid_reason != "costlier"}
+    # A rule whose own call failed here was wrong about this situation: the tool it avoids
+    # failed where its call worked, which this situation is not, so it is not skipped either.
+    avoid = {
+        s.template.avoid.tool
+        for s in candidates
+        if s.template.avoid is not None and s.avoid_reason != "costlier" and advised_call(s, view) not in tried
+    }
     # A service that checked the situation has ranked its answer (fit, confidence, relevance):
     # follow its order, as a model reading the prompt block would. Otherwise the narrowest first.
     judged = any(s.applicable is not None for s in served)

@@ -91,18 +91,21 @@ def test_the_agent_skips_templates_of_another_role_task_type_or_missing_tool() -
     assert decision.source == "explore"
 
 
-def test_exploring_avoids_what_an_applicable_template_says_to_avoid() -> None:
+def test_once_the_advice_failed_here_the_tool_it_avoids_is_explored_like_any_other() -> None:
+    # The rule's own call failed here: this is not the situation it was learned in, so what it
+    # avoids (add_item failed where bulk_import worked) says nothing here and is not put last.
     episode, view = import_view(rows=180)
-    template = bulk_template()
-    policy = HindsightPolicy()
-    items = parse_served(served(template))
+    items = parse_served(served(bulk_template()))
     tried = [Call(action="bulk_import", params={"file": episode.file})]
-    # The recommended call was tried already: explore, but never pick the avoided tool.
-    for seed in range(10):
+    policy = HindsightPolicy()
+    picks = set()
+    for seed in range(20):
         policy._explorer = Explorer(f"s{seed}")
         decision = policy.decide(items, episode, view, tried)
         assert decision.source == "explore"
-        assert decision.call.action != "add_item"
+        picks.add(decision.call.action)
+    assert "add_item" in picks  # once avoided for ever, it would never come first
+    assert len(picks) > 1
 
 
 def test_a_tool_avoided_by_a_condition_is_explored_before_those_that_never_worked() -> None:
@@ -437,15 +440,15 @@ def test_a_call_worth_a_retry_is_made_again_once_and_only_once() -> None:
     assert plain.source == "explore"  # no retry advice, and an untried option that is not avoided remains
 
 
-def test_when_only_tools_that_fail_here_are_left_the_advised_call_is_made_again_before_them() -> None:
+def test_once_every_option_failed_the_advised_call_is_made_again_first() -> None:
     episode, view = import_view(rows=180)
     call = Call(action="bulk_import", params={"file": episode.file})
-    others = [o for o in view.options if o.action not in {"bulk_import", "add_item"}]
+    others = [o for o in view.options if o.action != "bulk_import"]
     items = parse_served(served(bulk_template()))
     assert items[0].avoid_reason == "fails"
     decision = HindsightPolicy().decide(items, episode, view, tried=[call, *others])
     assert (decision.source, decision.call) == ("template", call)
-    # Once it failed twice, the avoided tool is what remains.
+    # Once it failed twice, the others are called again in turn.
     assert HindsightPolicy().decide(items, episode, view, tried=[call, call, *others]).source == "explore"
 
 
