@@ -43,7 +43,7 @@ class FocusedHindsightPolicy(HindsightPolicy):
         for focus in options_on(view):
             narrowed = episode.focused(view, focus)
             served = await self.query(client, episode, narrowed)
-            choice, _ = follow(served, narrowed, episode.task_type, [*tried, *self._failed])
+            choice = follow(served, narrowed, episode.task_type, [*tried, *self._failed])
             if choice is not None and choice.call in narrowed.options:
                 return Decision(call=choice.call, source="template", template_id=choice.template_id)
             skipped += self.aimed_elsewhere(served, narrowed, episode.task_type)

@@ -8,8 +8,8 @@ Four policies share one loop (:func:`run_episode`), so they differ only in how t
   verbatim, exploring when a replayed call is unavailable or fails.
 * :class:`HindsightPolicy` — asks ``query_experience`` at each decision (with the structured
   situation — context snapshot, available actions, decision name — when the tool takes it),
-  follows a served template whose condition holds, avoids what it says to avoid, and explores
-  otherwise.
+  follows a served template whose condition holds, and explores otherwise (what the service
+  says never worked at this decision last).
 * :class:`cluster.demo.naive.NaivePolicy` — the naive baseline: one in-process rule per
   action that ever worked, with one separating context feature and a Laplace confidence.
 
@@ -101,16 +101,15 @@ class Explorer:
         self,
         view: StepView,
         tried: Sequence[Call],
-        avoid: set[str] | frozenset[str] = frozenset(),
         last: set[str] | frozenset[str] = frozenset(),
     ) -> Call:
-        """The first option of this stage's shuffled order tried the fewest times: tools neither
-        avoided nor in ``last`` first, then avoided ones, then those in ``last``.
+        """The first option of this stage's shuffled order tried the fewest times, those in
+        ``last`` after the others.
 
-        A tool avoided here by a rule's condition may be the rule's mistake at its edge; one in
-        ``last`` (it never worked at this decision) has been wrong everywhere. Once every option
-        failed, they are called again in turn, in the same tiers: the right one may have failed by
-        bad luck, and calling one option again and again would never find out which.
+        A tool in ``last`` never worked at this decision: it has been wrong everywhere. Once every
+        option failed, they are called again in turn, ``last`` still after the others: the right
+        one may have failed by bad luck, and calling one option again and again would never find
+        out which.
         """
         order = self._orders.get(view.stage)
         if order is None:
@@ -118,7 +117,7 @@ class Explorer:
             self._rng.shuffle(order)
             self._orders[view.stage] = order
         # min keeps the first of equals: the shuffled order within a tier.
-        return min(order, key=lambda c: (tried.count(c), c.action in last, c.action in avoid))
+        return min(order, key=lambda c: (tried.count(c), c.action in last))
 
 
 class ExplorePolicy:
@@ -324,10 +323,10 @@ class HindsightPolicy(ExplorePolicy):
         ``never_worked``: actions the service says never worked at this decision; exploring, they
         come last.
         """
-        choice, avoid = follow(served, view, episode.task_type, tried)
+        choice = follow(served, view, episode.task_type, tried)
         if choice is not None:
             return Decision(call=choice.call, source="template", template_id=choice.template_id)
-        return Decision(call=self._explorer.pick(view, tried, avoid, last=never_worked), source="explore")
+        return Decision(call=self._explorer.pick(view, tried, last=never_worked), source="explore")
 
     def observe(self, view: StepView, decision: Decision, result: StepResult) -> None:
         if decision.template_id is not None:

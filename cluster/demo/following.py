@@ -296,8 +296,13 @@ def advised_call(served: Served, view: StepView) -> Call:
 
 def follow(
     served: Sequence[Served], view: StepView, task_type: str | None, tried: Sequence[Call] = ()
-) -> tuple[Choice | None, set[str]]:
+) -> Choice | None:
     """Decide from served templates at one step.
+
+    What a template avoids is not used to rule a tool out here: the agent explores only once
+    every applicable template's own call was tried, and a rule whose call failed here was wrong
+    about this situation (the tool it avoids failed where its call worked, which this situation
+    is not).
 
     Args:
         served: Templates served for this situation.
@@ -308,21 +313,10 @@ def follow(
 
     Returns:
         The call the first applicable template recommends — in the service's order when it judged
-        the situation, else the most specific first — (None if none applies or its call was
-        tried; when every untried option is one experience says fails here, an advised call that
-        failed once is made again), and the tools applicable templates say fail here (a tool they
-        avoid only for its cost is left free: it is the fallback when the cheaper call fails; so
-        is one avoided by a template whose own call failed here).
+        the situation, else the most specific first — or, once every option was tried, an advised
+        call that failed only once; None when no template applies or its call was tried.
     """
     candidates = [s for s in served if usable(s, view, task_type)]
-    # A tool avoided only for its cost works here: it is the natural fallback, not one to skip.
-    # A rule whose own call failed here was wrong about this situation: the tool it avoids
-    # failed where its call worked, which this situation is not, so it is not skipped either.
-    avoid = {
-        s.template.avoid.tool
-        for s in candidates
-        if s.template.avoid is not None and s.avoid_reason != "costlier" and advised_call(s, view) not in tried
-    }
     # A service that checked the situation has ranked its answer (fit, confidence, relevance):
     # follow its order, as a model reading the prompt block would. Otherwise the narrowest first.
     judged = any(s.applicable is not None for s in served)
@@ -330,13 +324,12 @@ def follow(
     for item in ordered:
         call = advised_call(item, view)
         if tried.count(call) < (2 if item.template.retry else 1):
-            avoid.discard(call.action)
-            return Choice(call=call, template_id=str(item.template.template_id)), avoid
+            return Choice(call=call, template_id=str(item.template.template_id))
     tried_tools = {c.action for c in tried}
-    if all(o.action in tried_tools or o.action in avoid for o in view.options):
-        # Every option left fails here by experience: the advised call, which failed once, goes first.
+    if all(o.action in tried_tools for o in view.options):
+        # Every option failed once: the advised call goes first again, before the explorer's turn.
         for item in ordered:
             call = advised_call(item, view)
             if tried.count(call) == 1:
-                return Choice(call=call, template_id=str(item.template.template_id)), avoid
-    return None, avoid
+                return Choice(call=call, template_id=str(item.template.template_id))
+    return None

@@ -108,9 +108,9 @@ def test_once_the_advice_failed_here_the_tool_it_avoids_is_explored_like_any_oth
     assert len(picks) > 1
 
 
-def test_a_tool_avoided_by_a_condition_is_explored_before_those_that_never_worked() -> None:
-    # Every untried option is either avoided here or never worked at this decision: the rule's
-    # avoided tool may be its mistake at the edge, a tool that only ever failed has been wrong everywhere.
+def test_once_the_advice_failed_the_tool_it_avoids_is_explored_before_those_that_never_worked() -> None:
+    # Every untried option is either the rule's avoided tool or one that never worked at this
+    # decision: the rule was wrong here, a tool that only ever failed has been wrong everywhere.
     episode, view = import_view(rows=180)
     items = parse_served(served(bulk_template()))
     tried = [Call(action="bulk_import", params={"file": episode.file})]
