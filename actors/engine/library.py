@@ -322,6 +322,7 @@ def merge_pair(
             "caveats": _merge_caveats(old, new),
             "retry": old.retry or new.retry,
             "tested": _merge_tested(old.tested, new.tested),
+            "cost_ratio": new.cost_ratio or old.cost_ratio,
             "belief": belief,
             "confidence": confidence_of(belief),
             "updated_at": max(old.updated_at, new.updated_at),

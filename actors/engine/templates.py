@@ -52,6 +52,7 @@ from the evidence, so the same input always yields the same templates.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -501,6 +502,7 @@ def _finding(
         caveats=caveats,
         retry=retry,
         tested=tested_ranges(condition, recommended),
+        cost_ratio=_bet(cost_gap) if costlier else None,
         provenance=tuple(provenance),
         support=Support(
             successes=len(recommended),
@@ -587,3 +589,8 @@ def _caveats(good: str, predicates: Sequence[Predicate], good_fail: Sequence[Obs
         if values:
             caveats.append(f"{good} failed when {pred.feature} was {' or '.join(values)}; requires {pred.render()}")
     return tuple(caveats)
+
+
+def _bet(gap: CostGap | None) -> float | None:
+    """How many times the avoided call costs the recommended one's (None: unknown or unbounded)."""
+    return gap.ratio if gap is not None and 1.0 < gap.ratio < math.inf else None

@@ -176,7 +176,7 @@ class Queries:
         for template in templates.values():
             if _servable(template, served_roles, task_type):
                 # SQL has the last word: the index may lag behind a confidence drop or a role edit.
-                (kept if template.confidence >= threshold else below).append(template)
+                (kept if template.confidence >= served_from(template, threshold) else below).append(template)
         # What failed at this decision every time is known whatever the conditions and confidences.
         failing = (
             ()
@@ -234,6 +234,19 @@ class Queries:
         return [t for t in found.values() if t.confidence < threshold and _servable(t, served_roles, task_type)]
 
 
+def served_from(template: ExperienceTemplate, threshold: float) -> float:
+    """The confidence from which ``template`` is served under ``threshold``.
+
+    A template that prefers a call over a costlier one that works too is a cheap bet: if its call
+    fails, the agent pays that call and falls back on the costlier one, which works. Following it
+    pays off once its call works with a chance above cheap ÷ costly (1 / ``cost_ratio``), so it is
+    served from there when that is under the threshold (a 2× gap: from 0.5).
+    """
+    if template.cost_ratio is None:
+        return threshold
+    return min(threshold, 1.0 / template.cost_ratio)
+
+
 def _servable(template: ExperienceTemplate, served_roles: Sequence[str] | None, task_type: str | None) -> bool:
     """Whether a query of these roles and task type may serve ``template``, confidence aside."""
     if served_roles is not None and template.role not in served_roles:
@@ -288,9 +301,18 @@ class _Ranking:
                         score=rank_score(judged, template.confidence, score),
                     )
                 )
-        # Ties (equal scores) go to the more confident, then to the id, so answers are deterministic.
+        # A template known to hold here comes before one in doubt (a feature unsent, or another rule
+        # that holds avoids its tool), whatever their confidences: a cheap bet served under the
+        # threshold must not lose to the rule it overrules. Ties (equal scores) go to the more
+        # confident, then to the id, so answers are deterministic.
         scored.sort(
-            key=lambda s: (s.applicable is not False, s.score, s.template.confidence, str(s.template.template_id)),
+            key=lambda s: (
+                s.applicable is not False,
+                s.applicable is True,
+                s.score,
+                s.template.confidence,
+                str(s.template.template_id),
+            ),
             reverse=True,
         )
         return scored

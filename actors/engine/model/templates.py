@@ -197,6 +197,13 @@ class ExperienceTemplate(Frozen):
         "recommended call was seen to work. Past them, toward a bound, the condition is the learner's guess "
         "(a bound sits midway to the nearest failure).",
     )
+    cost_ratio: float | None = Field(
+        default=None,
+        gt=1.0,
+        description="Set where the avoided call works too but costs more: how many times this call's cost "
+        "it costs (medians, on the metric that shows the gap best). The advice is then a cheap bet: if this "
+        "call fails, the costlier one still works.",
+    )
     source: TemplateSource = TemplateSource.ATTRIBUTION
     retired_reason: Text | None = Field(
         default=None,

@@ -93,6 +93,7 @@ def test_where_both_work_the_cheaper_action_is_recommended_and_says_why() -> Non
     assert cheap.support.failures == 0
     assert cheap.support.successes == 6
     assert cheap.avoid_reason == "costlier"  # an agent falls back on it when paste_rows fails
+    assert cheap.cost_ratio == 3  # a cheap bet: served from 1/3 (cluster.experience.query.served_from)
 
 
 def test_the_condition_under_which_the_cheap_action_fails_goes_to_the_costly_one() -> None:
@@ -104,6 +105,7 @@ def test_the_condition_under_which_the_cheap_action_fails_goes_to_the_costly_one
     assert costly.avoid is not None
     assert costly.avoid.tool == "paste_rows"
     assert costly.avoid_reason == "fails"
+    assert (cheap.cost_ratio, costly.cost_ratio) == (3, None)
     assert "clipboard overflow" in costly.rationale  # the agent's error, sent in data
     (caveat,) = costly.caveats
     assert caveat.startswith("where paste_rows works it is the cheaper choice: bulk_import costs 3×")
