@@ -31,10 +31,10 @@ relevance (cosine, clipped at 0)::
 
     score = 0.5 * fit + 0.3 * confidence + 0.2 * relevance
 
-Fit weighs most on purpose: a template that provably applies beats one that may not unless that
-one is both much more confident and much closer in words (served templates all clear the
-confidence threshold, so their confidences differ by tenths at most). Without a situation
-nothing is known about fit, and callers rank by relevance alone.
+Fit weighs most on purpose. A query's answer goes further: every template that provably applies
+comes before any that only may (``cluster.experience.query``), since a cheap bet is served below
+the confidence threshold and must not lose to the rule it puts in doubt on confidence alone.
+Without a situation nothing is known about fit, and callers rank by relevance alone.
 """
 
 from __future__ import annotations

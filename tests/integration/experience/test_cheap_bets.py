@@ -15,6 +15,8 @@ from cluster.experience.query import served_from
 from cluster.experience.service import ExperienceService
 from tests.unit.engine.builders import Builder
 
+from .factories import template
+
 pytestmark = pytest.mark.milvus
 
 ACTIONS = ["paste_rows", "bulk_import"]
@@ -67,3 +69,14 @@ def test_a_small_cost_gap_needs_more_confidence_than_a_large_one() -> None:
     lesson = cheap_lesson()
     assert served_from(lesson.model_copy(update={"cost_ratio": 1.25}), 0.7) == 0.7
     assert served_from(lesson.model_copy(update={"cost_ratio": 2.0}), 0.7) == 0.5
+
+
+def test_a_bet_that_holds_here_ranks_before_a_surer_rule_it_puts_in_doubt(experience: ExperienceService) -> None:
+    # A long shot worth its price (a chance above 1/3 pays at a 3x gap), against a near certainty
+    # learned against a third tool: that rule says nothing about paste_rows, which the bet prefers to it.
+    bet = cheap_lesson().model_copy(update={"confidence": 0.36, "belief": None})
+    sure = template(
+        "bulk_import", "imports", task_type="sheet_import", signature=bet.signature, avoid="wipe_sheet", confidence=0.99
+    )
+    experience.learn("team-a", [bet, sure])
+    assert query(experience, "team-a") == ["paste_rows", "bulk_import"]
