@@ -433,10 +433,14 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
 
     Only plain categorical parameters (short strings or CSS selectors without paths, ids or URLs;
     booleans) are considered, and exactly one must separate perfectly: every success used the
-    same value and no failure did. With several candidates the evidence cannot say which one mattered.
+    same value and no failure did, and the calls differ in it as generalized (not a value each
+    read off its own situation). With several candidates the evidence cannot say which one mattered.
     """
     ok_flat = [flatten_context(o.node.action_params, "params") for o in ok]
     fail_flat = [flatten_context(o.node.action_params, "params") for o in fail]
+    # As generalized (one notion of fits), a value each call read off its own situation is no difference.
+    ok_pattern = flatten_context(_pattern(ok), "params")
+    fail_pattern = flatten_context(_pattern(fail), "params")
     candidates = []
     for feature in sorted(set(ok_flat[0]).intersection(*ok_flat[1:])):
         values = {f[feature] for f in ok_flat}
@@ -444,7 +448,8 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
             continue
         value = values.pop()
         usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in CONSTANT_KINDS)
-        if usable and all(f.get(feature, None) != value for f in fail_flat):
+        situational = feature in ok_pattern and ok_pattern[feature] == fail_pattern.get(feature)
+        if usable and not situational and all(f.get(feature, None) != value for f in fail_flat):
             candidates.append(Predicate(feature=feature, op="==", value=value))
     if len(candidates) != 1:
         return None
@@ -502,7 +507,7 @@ def _finding(
         caveats=caveats,
         retry=retry,
         tested=tested_ranges(condition, recommended),
-        cost_ratio=_bet(cost_gap) if costlier else None,
+        cost_ratio=cost_gap.ratio if costlier and cost_gap and 1.0 < cost_gap.ratio < math.inf else None,
         provenance=tuple(provenance),
         support=Support(
             successes=len(recommended),
@@ -589,8 +594,3 @@ def _caveats(good: str, predicates: Sequence[Predicate], good_fail: Sequence[Obs
         if values:
             caveats.append(f"{good} failed when {pred.feature} was {' or '.join(values)}; requires {pred.render()}")
     return tuple(caveats)
-
-
-def _bet(gap: CostGap | None) -> float | None:
-    """How many times the avoided call costs the recommended one's (None: unknown or unbounded)."""
-    return gap.ratio if gap is not None and 1.0 < gap.ratio < math.inf else None

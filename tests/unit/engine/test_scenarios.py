@@ -254,6 +254,31 @@ def test_a_css_selector_is_a_kept_constant_and_can_be_the_deciding_parameter() -
     assert_useful(template)
 
 
+def _format_run(mime: str, ok: bool, run: int) -> Trajectory:
+    """``export`` passes the situation's own format; it failed once, for a reason the call does not show."""
+    b = Builder(task_type="export")
+    root = b.add("open_report", context={"goal": "open the report"})
+    b.add(
+        "export",
+        ["export", "export_legacy"],
+        parent=root,
+        status="success" if ok else "failure",
+        params={"format": mime},
+        context={"goal": "export the report", "report_format": mime, "rows": run},
+        summary=None if ok else "503 busy",
+    )
+    return b.build("success" if ok else "failure")
+
+
+def test_no_parameter_template_when_every_call_passed_the_situations_own_value() -> None:
+    # Successes all passed one format and the failure another, but each call passed the format its
+    # situation held: as generalized, the calls are the same, and "prefer export(format=<report_format>)
+    # over export(format=<report_format>)" would say nothing.
+    ok, bad = "application/vnd.loro+json", "application/vnd.lire+json"
+    runs = [_format_run(ok, True, 1), _format_run(ok, True, 2), _format_run(bad, False, 3)]
+    assert [t for t in _templates(attribute_batch(runs)) if t.avoid is not None and t.avoid.tool == "export"] == []
+
+
 def _send_run(run: int, flag: bool, size: int) -> Trajectory:
     """One situation, its wrong call first, then the right one: both calls share the context."""
     right = "send_fast" if flag and size > 5 else "send_safe"
