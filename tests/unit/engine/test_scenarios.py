@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from actors.engine import ContrastKind, attribute_batch
 from actors.engine.model.templates import ExperienceTemplate, render_prompt_block
@@ -196,19 +197,36 @@ def test_rendering_and_prompt_block_are_deterministic() -> None:
     assert "avoid add_item(" in block
 
 
+def _one_call(
+    task_type: str,
+    opening: tuple[str, str],
+    tools: list[str],
+    ok: bool,
+    *,
+    params: dict[str, Any],
+    context: dict[str, Any],
+    error: str,
+) -> Trajectory:
+    """A task: an opening step (action, goal), then the first of ``tools`` called once, failing with
+    ``error`` unless ``ok``."""
+    b = Builder(task_type=task_type)
+    root = b.add(opening[0], context={"goal": opening[1]})
+    tool = tools[0]
+    status = "success" if ok else "failure"
+    b.add(tool, tools, parent=root, status=status, params=params, context=context, summary=None if ok else error)
+    return b.build(status)
+
+
 def _encoding_run(encoding: str, ok: bool, *, sep: str = ",", run: int = 0) -> Trajectory:
-    b = Builder(task_type="csv_export")
-    root = b.add("query", context={"goal": "export the table"})
-    b.add(
-        "write_csv",
+    return _one_call(
+        "csv_export",
+        ("query", "export the table"),
         ["write_csv", "write_json"],
-        parent=root,
-        status="success" if ok else "failure",
+        ok,
         params={"path": f"/out/run-{run}/table.csv", "encoding": encoding, "sep": sep},
         context={"goal": "export the table", "rows": 10 + run},
-        summary=None if ok else "consumer rejected the file: invalid byte 0xe9",
+        error="consumer rejected the file: invalid byte 0xe9",
     )
-    return b.build("success" if ok else "failure")
 
 
 def test_a_parameter_value_that_decides_the_outcome_becomes_a_same_tool_template() -> None:
@@ -231,18 +249,15 @@ def test_no_parameter_template_when_two_parameters_could_explain_the_failure() -
 
 
 def _css_run(selector: str, ok: bool, run: int) -> Trajectory:
-    b = Builder(task_type="scrape")
-    root = b.add("open_page", context={"goal": "open the page"})
-    b.add(
-        "find_by_css",
+    return _one_call(
+        "scrape",
+        ("open_page", "open the page"),
         ["find_by_css", "find_by_text"],
-        parent=root,
-        status="success" if ok else "failure",
+        ok,
         params={"selector": selector},
         context={"goal": "locate the price table", "tables": run},
-        summary=None if ok else "the selector matched nothing",
+        error="the selector matched nothing",
     )
-    return b.build("success" if ok else "failure")
 
 
 def test_a_css_selector_is_a_kept_constant_and_can_be_the_deciding_parameter() -> None:
@@ -256,18 +271,15 @@ def test_a_css_selector_is_a_kept_constant_and_can_be_the_deciding_parameter() -
 
 def _format_run(mime: str, ok: bool, run: int) -> Trajectory:
     """``export`` passes the situation's own format; it failed once, for a reason the call does not show."""
-    b = Builder(task_type="export")
-    root = b.add("open_report", context={"goal": "open the report"})
-    b.add(
+    return _one_call(
         "export",
+        ("open_report", "open the report"),
         ["export", "export_legacy"],
-        parent=root,
-        status="success" if ok else "failure",
+        ok,
         params={"format": mime},
         context={"goal": "export the report", "report_format": mime, "rows": run},
-        summary=None if ok else "503 busy",
+        error="503 busy",
     )
-    return b.build("success" if ok else "failure")
 
 
 def test_no_parameter_template_when_every_call_passed_the_situations_own_value() -> None:
