@@ -173,10 +173,8 @@ class Queries:
                     templates.setdefault(template.template_id, template)
         kept: list[ExperienceTemplate] = []
         below: list[ExperienceTemplate] = []
-        for template in templates.values():
-            if _servable(template, served_roles, task_type):
-                # SQL has the last word: the index may lag behind a confidence drop or a role edit.
-                (kept if template.confidence >= served_from(template, threshold) else below).append(template)
+        # SQL has the last word: the index may lag behind a confidence drop or a role edit.
+        _split([t for t in templates.values() if _servable(t, served_roles, task_type)], threshold, kept, below)
         # What failed at this decision every time is known whatever the conditions and confidences.
         failing = (
             ()
@@ -197,8 +195,15 @@ class Queries:
             missed = _below_threshold(ranking, kept, below, threshold)
             if missed is None:
                 # The search's filter left out everything under the threshold: one more, on a miss only.
-                below += self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance)
-                missed = _below_threshold(ranking, kept, below, threshold)
+                # A cheap bet found there is served as one found by its decision would be.
+                _split(
+                    self._under(owner, vector, limit, version, served_roles, task_type, threshold, relevance),
+                    threshold,
+                    kept,
+                    below,
+                )
+                scored = ranking.rank(kept)[:k]
+                missed = None if scored else _below_threshold(ranking, kept, below, threshold)
         experiences = tuple(_served(s, found) for s in scored)
         result = ExperienceQueryResult(
             experiences=experiences,
@@ -245,6 +250,17 @@ def served_from(template: ExperienceTemplate, threshold: float) -> float:
     if template.cost_ratio is None:
         return threshold
     return min(threshold, 1.0 / template.cost_ratio)
+
+
+def _split(
+    templates: Sequence[ExperienceTemplate],
+    threshold: float,
+    kept: list[ExperienceTemplate],
+    below: list[ExperienceTemplate],
+) -> None:
+    """Add each of ``templates`` to ``kept`` when it is served under ``threshold``, else to ``below``."""
+    for template in templates:
+        (kept if template.confidence >= served_from(template, threshold) else below).append(template)
 
 
 def _servable(template: ExperienceTemplate, served_roles: Sequence[str] | None, task_type: str | None) -> bool:

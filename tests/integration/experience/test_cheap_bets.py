@@ -80,3 +80,16 @@ def test_a_bet_that_holds_here_ranks_before_a_surer_rule_it_puts_in_doubt(experi
     )
     experience.learn("team-a", [bet, sure])
     assert query(experience, "team-a") == ["paste_rows", "bulk_import"]
+
+
+def test_a_bet_found_only_by_its_words_is_served_as_one_found_by_its_decision(experience: ExperienceService) -> None:
+    # Learned at another decision, so only the search under the threshold (made on a miss) finds it.
+    bet = cheap_lesson().model_copy(update={"signature": "executor|sheet_import|elsewhere"})
+    assert bet.confidence < 0.7
+    experience.learn("team-a", [bet])
+    situation = Situation(context_snapshot=CONTEXT, available_actions=ACTIONS)
+    result = experience.query_experience(
+        "team-a", "import rows", role="executor", task_type="sheet_import", situation=situation
+    )
+    assert [e.recommended.tool for e in result.experiences] == ["paste_rows"]
+    assert result.below_threshold is None
