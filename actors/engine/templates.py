@@ -438,9 +438,6 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
     """
     ok_flat = [flatten_context(o.node.action_params, "params") for o in ok]
     fail_flat = [flatten_context(o.node.action_params, "params") for o in fail]
-    # As generalized (one notion of fits), a value each call read off its own situation is no difference.
-    ok_pattern = flatten_context(_pattern(ok), "params")
-    fail_pattern = flatten_context(_pattern(fail), "params")
     candidates = []
     for feature in sorted(set(ok_flat[0]).intersection(*ok_flat[1:])):
         values = {f[feature] for f in ok_flat}
@@ -448,9 +445,16 @@ def _distil_params(tool: str, ok: Sequence[Observation], fail: Sequence[Observat
             continue
         value = values.pop()
         usable = isinstance(value, bool) or (isinstance(value, str) and string_kind(feature, value) in CONSTANT_KINDS)
-        situational = feature in ok_pattern and ok_pattern[feature] == fail_pattern.get(feature)
-        if usable and not situational and all(f.get(feature, None) != value for f in fail_flat):
+        if usable and all(f.get(feature, None) != value for f in fail_flat):
             candidates.append(Predicate(feature=feature, op="==", value=value))
+    if candidates:
+        # As generalized (one notion of fits), a value each call read off its own situation is no
+        # difference. Generalizing costs, so only once a candidate is found.
+        ok_pattern = flatten_context(_pattern(ok), "params")
+        fail_pattern = flatten_context(_pattern(fail), "params")
+        candidates = [
+            c for c in candidates if c.feature not in ok_pattern or ok_pattern[c.feature] != fail_pattern.get(c.feature)
+        ]
     if len(candidates) != 1:
         return None
     (pred,) = candidates
