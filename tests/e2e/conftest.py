@@ -14,7 +14,9 @@ from mcp import Client
 from cluster.auth import OwnerResolver
 from cluster.services import Services, build_services
 from cluster.settings import Settings
+from cluster.storage.milvus import MilvusLiteServer
 from cluster.tools import build_server
+from tests.milvus_server import emptied_after
 
 
 @pytest.fixture
@@ -23,11 +25,14 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    """Every service of one process on a fresh SQLite file and Milvus Lite file."""
-    svc = build_services(Settings(data_dir=tmp_path))
-    yield svc
-    svc.close()
+def services(tmp_path: Path, shared_lite: MilvusLiteServer) -> Iterator[Services]:
+    """Every service of one process on a fresh SQLite file and the session's Lite file, emptied after the test."""
+    svc = build_services(Settings(data_dir=tmp_path, milvus_uri=str(shared_lite.path)))
+    try:
+        with emptied_after(svc.milvus):
+            yield svc
+    finally:
+        svc.close()
 
 
 @pytest.fixture

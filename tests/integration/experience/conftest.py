@@ -1,9 +1,10 @@
 """Milvus and embedder fixtures for the experience tests.
 
-Every test that uses ``milvus`` runs twice: on its own Lite file in ``tmp_path``, served by a
+Every test that uses ``milvus`` runs twice: on the session's Lite file, served by a
 ``MilvusLiteServer`` this test process owns, exactly as the embedded deployment runs it; then, with
-Postgres, on the session's Milvus server (tests/milvus_server.py), whose collections the tests made
-are emptied after each test. The ONNX embedder loads once per session.
+Postgres, on the session's Milvus server (tests/milvus_server.py). On both, the collections the
+tests made are emptied after each test (tests/milvus_server.py). The ONNX embedder loads once
+per session.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cluster.experience.index import MilvusExperienceIndex
 from cluster.experience.service import ExperienceService
 from cluster.storage.db import Database
 from cluster.storage.milvus import MilvusLiteServer, open_milvus
+from tests.milvus_server import emptied_after
 
 
 @pytest.fixture(scope="session")
@@ -36,17 +38,20 @@ def milvus_server(tmp_path: Path) -> Iterator[MilvusLiteServer]:
 
 @pytest.fixture(params=["lite", pytest.param("server", marks=pytest.mark.milvus_server)])
 def milvus(request: pytest.FixtureRequest) -> Iterator[MilvusClient]:
-    """A client of this test's Lite file, then of the session's Milvus server."""
+    """A client of the session's served Lite file, then of the session's Milvus server."""
     if request.param == "server":
         yield request.getfixturevalue("milvus_server_client")
         return
-    served: MilvusLiteServer = request.getfixturevalue("milvus_server")
+    served: MilvusLiteServer = request.getfixturevalue("shared_lite")
     client = open_milvus(str(served.path))
-    yield client
-    client.close()
+    try:
+        with emptied_after(client):
+            yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture
 def experience(database: Database, milvus: MilvusClient, embedder: CachedEmbedder) -> ExperienceService:
-    """The service on this test's SQL database (SQLite, then Postgres) and its own Lite file."""
+    """The service on this test's SQL database (SQLite, then Postgres) and the Milvus of ``milvus``."""
     return ExperienceService(database, MilvusExperienceIndex(milvus), embedder)

@@ -1,14 +1,13 @@
 """Memory services on real stores: the ``database`` fixture (SQLite, then Postgres) and Milvus.
 
 Every test runs on one Milvus Lite file per test session (opening one starts a server process),
-then on the session's Milvus server (tests/milvus_server.py); each test gets a collection of its
-own (on the server, one collection emptied after every test: making one there takes seconds), so
-tests never see each other's vectors.
+then on the session's Milvus server (tests/milvus_server.py); on each, the tests share one
+collection, emptied after every test (making one takes half a second on Lite, seconds on the
+server), so tests never see each other's vectors.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,18 +44,12 @@ def milvus_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture
-def index(request: pytest.FixtureRequest, milvus_client: Any, embedder: Embedder) -> Iterator[MilvusMemoryIndex]:
-    """A collection of the test's own on Lite; on the server one collection every test empties after it."""
-    if request.node.callspec.params.get("milvus_client") == "server":
-        with emptied_after(milvus_client):
-            idx = MilvusMemoryIndex(milvus_client, dimension=embedder.dimension, collection="m_server_tests")
-            idx.ensure()
-            yield idx
-        return
-    idx = MilvusMemoryIndex(milvus_client, dimension=embedder.dimension, collection=f"m_{uuid.uuid4().hex[:12]}")
-    idx.ensure()
-    yield idx
-    milvus_client.drop_collection(idx.collection)
+def index(milvus_client: Any, embedder: Embedder) -> Iterator[MilvusMemoryIndex]:
+    """One collection per Milvus, emptied after every test (see the module docstring)."""
+    with emptied_after(milvus_client):
+        idx = MilvusMemoryIndex(milvus_client, dimension=embedder.dimension, collection="m_tests")
+        idx.ensure()
+        yield idx
 
 
 @pytest.fixture
