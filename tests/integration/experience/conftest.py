@@ -2,9 +2,8 @@
 
 Every test that uses ``milvus`` runs twice: on the session's Lite file, served by a
 ``MilvusLiteServer`` this test process owns, exactly as the embedded deployment runs it; then, with
-Postgres, on the session's Milvus server (tests/milvus_server.py). On both, the collections the
-tests made are emptied after each test (tests/milvus_server.py). The ONNX embedder loads once
-per session.
+Postgres, on the session's Milvus server; on both, the collections the tests made are emptied
+after each test (both fixtures: tests/milvus_server.py). The ONNX embedder loads once per session.
 """
 
 from __future__ import annotations
