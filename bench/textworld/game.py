@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import sys
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -51,6 +52,14 @@ def available() -> str | None:
     except ImportError:
         return "textworld-express is not installed (pip install -e '.[textworld]')"
     return None
+
+
+def missing() -> bool:
+    """Whether the games cannot run here, said on stderr for a command to exit with status 2."""
+    reason = available()
+    if reason is not None:
+        print(f"cannot run TextWorldExpress games: {reason}", file=sys.stderr)
+    return reason is not None
 
 
 @cache

@@ -20,14 +20,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import Field
 
 from bench.procedural.run_local import local_services, run_in_data_dir
 from bench.textworld.agent import FocusedHindsightPolicy
-from bench.textworld.game import GameEpisode, available
+from bench.textworld.game import GameEpisode, missing
 from cluster.core.types import Frozen
 from cluster.demo.agents import EpisodeResult, Policy, ReplayPolicy, run_episode
 from cluster.demo.harness import CONDITIONS, BenchConfig, Condition, default_embedder, make_policy
@@ -88,12 +88,18 @@ async def learn(policy: Policy, drain: Callable[[], object]) -> None:
 
 
 async def play(
-    client: ToolClient, policy: Policy, game: str, fold: str, seeds: Sequence[int], budget: int, condition: str
+    client: ToolClient,
+    policy: Policy,
+    game: tuple[str, str],
+    fold: str,
+    seeds: Sequence[int],
+    budget: int,
+    condition: str,
 ) -> list[tuple[EpisodeResult, float]]:
-    """Each game's result and the share of its points reached."""
+    """Each game's result and the share of its points reached (``game``: its name and parameters)."""
     out = []
     for seed in seeds:
-        episode = GameEpisode(game, GAMES[game], fold, seed, budget)
+        episode = GameEpisode(*game, fold, seed, budget)
         out.append((await run_episode(client, episode, policy, agent_id=f"bench-{condition}"), episode.points))
     return out
 
@@ -119,7 +125,7 @@ def cell(
 
 
 async def run_condition(
-    game: str,
+    game: tuple[str, str],
     condition: Condition,
     trained: int,
     dev: int,
@@ -128,7 +134,10 @@ async def run_condition(
     progress: Callable[[str], None],
     nearness: float | None = NEARNESS_DEFAULT,
 ) -> Cell:
-    """Fresh memory, ``trained`` train games (learning at the boundaries), then the dev games."""
+    """Fresh memory, ``trained`` train games (learning at the boundaries), then the dev games.
+
+    ``game`` is the game's name and its parameter string.
+    """
     with local_services((condition,), data_dir, settings={"value_nearness": nearness}) as (clients, drain):
         async with clients(condition) as client:
             policy = make_agent(condition)
@@ -139,16 +148,16 @@ async def run_condition(
             await learn(policy, drain)
             started = time.monotonic()
             results = await play(client, policy, game, "dev", range(dev), budget, condition)
-            out = cell(game, condition, trained, results, time.monotonic() - started)
+            out = cell(game[0], condition, trained, results, time.monotonic() - started)
     progress(
-        f"{game} {condition} after {trained}: success {out.success_rate:.2f}, "
+        f"{game[0]} {condition} after {trained}: success {out.success_rate:.2f}, "
         f"steps/gold {out.gold_ratio:.2f}, points {out.points:.2f}, {out.seconds_per_game:.2f} s/game"
     )
     return out
 
 
 async def run(
-    games: Sequence[str],
+    games: Mapping[str, str],
     checkpoints: Sequence[int],
     dev: int,
     budget: int,
@@ -158,10 +167,10 @@ async def run(
     nearness: float | None = NEARNESS_DEFAULT,
 ) -> list[Cell]:
     cells = []
-    for game in games:
+    for game in games.items():
         for condition in conditions:
             for trained in checkpoints if condition != "none" else (0,):
-                where = data_dir / f"{game}-{condition}-{trained}"
+                where = data_dir / f"{game[0]}-{condition}-{trained}"
                 cells.append(await run_condition(game, condition, trained, dev, budget, where, progress, nearness))
     return cells
 
@@ -195,19 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("textworld.json"))
     parser.add_argument("--data-dir", type=Path, default=None, help="service files (default: a temporary dir)")
     args = parser.parse_args(argv)
-    reason = available()
-    if reason is not None:
-        print(f"cannot run TextWorldExpress games: {reason}", file=sys.stderr)
+    if missing():
         return 2
-    games = [g for g in args.games.split(",") if g]
+    games = {g: GAMES.get(g, "") for g in args.games.split(",") if g}
     if args.params is not None:
         if len(games) != 1:
             print("--params needs exactly one game", file=sys.stderr)
             return 2
-        GAMES[games[0]] = args.params
+        games = dict.fromkeys(games, args.params)
     try:
-        for game in games:
-            check_game(game, GAMES.get(game, ""))
+        for game, params in games.items():
+            check_game(game, params)
     except ValueError as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,6 @@ Usage: ``python -m bench.textworld.transfer [--game twc] [--train 100] [--dev 20
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import anyio
 
 from bench.procedural.run_local import local_services
-from bench.textworld.game import GameEpisode, available, parse_action
+from bench.textworld.game import GameEpisode, missing, parse_action
 from bench.textworld.run import GAMES, learn, learns_after, make_agent
 from cluster.demo.agents import describe, run_episode
 from cluster.demo.recording import ToolClient, call_checked
@@ -91,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=int, default=100)
     parser.add_argument("--dev", type=int, default=20)
     args = parser.parse_args(argv)
-    reason = available()
-    if reason is not None:
-        print(f"cannot run TextWorldExpress games: {reason}", file=sys.stderr)
+    if missing():
         return 2
 
     async def go() -> list[Row]:

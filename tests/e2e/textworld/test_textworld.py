@@ -11,6 +11,7 @@ from mcp import Client
 
 from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 from bench.textworld.agent import FocusedHindsightPolicy
+from bench.textworld.bound import gold_places, measure, offered_places
 from bench.textworld.game import GameEpisode, available, parse_action
 from bench.textworld.run import GAMES, check_game, main
 from cluster.demo.agents import Decision, ExplorePolicy, run_episode
@@ -153,3 +154,16 @@ def test_while_the_right_place_is_closed_the_things_other_places_are_not_explore
         StepResult(status="failure", summary="the score fell"),
     )
     assert policy.aimed_elsewhere([_aim_rule("chest of drawers")], narrowed, "twc") == []
+
+
+def test_the_placement_bound_pays_at_least_two_steps_per_wrong_tell() -> None:
+    episode = GameEpisode("twc", TWC, "dev", 2)
+    places = gold_places(episode)
+    assert set(places.values()) <= set(offered_places(episode))
+    right = measure(1.0, [2], 0, 50)[0]
+    assert right.won
+    assert right.steps == right.gold  # told every place right: the gold path's length
+    wrong = measure(0.0, [2], 0, 50)[0]
+    # Every tell wrong: each thing costs a wrong put and its take-back at least, and then wins.
+    assert wrong.won
+    assert wrong.steps >= right.steps + 2 * len(places)
