@@ -41,7 +41,13 @@ async def query_experience(
         Field(ge=1, le=MAX_TOP_K, description="How many; default {experience_top_k}, at most {max_experiences}."),
     ] = None,
     min_confidence: Annotated[
-        StrictFloat | None, Field(ge=0, le=1, description="Lowest confidence served; default {confidence_threshold}.")
+        StrictFloat | None,
+        Field(
+            ge=0,
+            le=1,
+            description="Lowest confidence served; default {confidence_threshold} "
+            "(costlier fallback: from 1/cost ratio).",
+        ),
     ] = None,
     include_other_roles: Annotated[StrictBool, Field(description="Also serve other roles' experiences.")] = False,
     include_inapplicable: Annotated[
