@@ -45,17 +45,14 @@ async def query_experience(
         Field(
             ge=0,
             le=1,
-            description="Lowest confidence served; default {confidence_threshold} "
-            "(costlier fallback: from 1/cost ratio).",
+            description="Lowest confidence served; default {confidence_threshold} (costlier fallback: 1/cost ratio).",
         ),
     ] = None,
     include_other_roles: Annotated[StrictBool, Field(description="Also serve other roles' experiences.")] = False,
     include_inapplicable: Annotated[
         StrictBool, Field(description="Also those whose condition is false in your snapshot.")
     ] = False,
-    detail: Annotated[
-        StrictBool, Field(description="Also return full templates: provenance, support, caveats.")
-    ] = False,
+    detail: Annotated[StrictBool, Field(description="Also full templates: provenance, support, caveats.")] = False,
 ) -> Annotated[CallToolResult, ExperienceQueryResult]:
     """Experiences from earlier tasks for your decision, best first. Send your situation
     (context_snapshot, available_actions) or words. Text: a prompt block. Data: each experience's id,

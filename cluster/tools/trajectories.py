@@ -27,7 +27,7 @@ _TASK = "The task in words; with the first call."
 _AGENT = "Who you are; with the first call."
 _ROLE = "planner, executor, ...; first call."
 _TASK_TYPE = "A short label, e.g. 'import'; first call."
-_RUN = "The multi-agent run this is one role of (a later role's failure also teaches it); with the first call."
+_RUN = "The multi-agent run this is one role of (a later role's failure also teaches it)."
 _SAME = "As in record_trajectory_node."
 
 
@@ -43,9 +43,9 @@ async def record_trajectory_node(
 ) -> Annotated[CallToolResult, RecordResult]:
     """Record one decision point: what you saw, the actions you could take, the one you chose and what
     happened (execution_result: status plus any keys of your own; steps, latency_ms, tokens make cheaper
-    actions preferred). The first call opens the trajectory and must send task and agent_id. Re-sending
-    a node is harmless. At most {max_trajectory_nodes} nodes per trajectory; a context_snapshot at most
-    {max_context_bytes} bytes."""
+    actions preferred). The first call opens the trajectory and must send task and agent_id (and run_id
+    in a multi-agent run). Re-sending a node is harmless. At most {max_trajectory_nodes} nodes per
+    trajectory; a context_snapshot at most {max_context_bytes} bytes."""
     return await _record(ctx, trajectory_id, [node], task, agent_id, role, task_type, run_id)
 
 
