@@ -37,7 +37,7 @@ class Played:
 
     @property
     def within(self) -> bool:
-        """Won within 1.5× the gold path (the issue's bar)."""
+        """Won within 1.5× the gold path (twc's bar, docs/benchmarks.md)."""
         return self.won and self.steps <= 1.5 * self.gold
 
 
@@ -125,17 +125,30 @@ def measure(accuracy: float, seeds: Sequence[int], repeat: int, budget: int) -> 
     return played
 
 
+def shares(text: str) -> list[float]:
+    """``--accuracy``: comma-separated numbers from 0 to 1."""
+    try:
+        out = [float(a) for a in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated numbers: {text!r}") from None
+    if not all(0.0 <= a <= 1.0 for a in out):
+        raise argparse.ArgumentTypeError(f"every share must be from 0 to 1: {text!r}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", type=int, default=50, help="dev games (seeds 0 … n-1)")
-    parser.add_argument("--accuracy", default="1,0.9,0.8,0.64", help="comma-separated shares of places told right")
+    parser.add_argument(
+        "--accuracy", type=shares, default=[1.0, 0.9, 0.8, 0.64], help="comma-separated shares of places told right"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="draws of the wrong places per accuracy")
     parser.add_argument("--budget", type=int, default=50)
     args = parser.parse_args(argv)
     if missing():
         return 2
     print(f"{'right':>6}{'draw':>6}{'won':>8}{'within 1.5x':>13}{'steps/gold':>12}")
-    for accuracy in (float(a) for a in args.accuracy.split(",")):
+    for accuracy in args.accuracy:
         for repeat in range(args.repeats):
             played = measure(accuracy, range(args.dev), repeat, args.budget)
             ratio = sum(p.steps for p in played) / sum(p.gold for p in played)

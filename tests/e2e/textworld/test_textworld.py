@@ -12,6 +12,7 @@ from mcp import Client
 from actors.engine.model.templates import ActionPattern, Condition, ExperienceTemplate, Predicate
 from bench.textworld.agent import FocusedHindsightPolicy
 from bench.textworld.bound import gold_places, measure, offered_places
+from bench.textworld.bound import main as bound_main
 from bench.textworld.game import GameEpisode, available, parse_action
 from bench.textworld.run import GAMES, check_game, main
 from cluster.demo.agents import Decision, ExplorePolicy, run_episode
@@ -167,3 +168,9 @@ def test_the_placement_bound_pays_at_least_two_steps_per_wrong_tell() -> None:
     # Every tell wrong: each thing costs a wrong put and its take-back at least, and then wins.
     assert wrong.won
     assert wrong.steps >= right.steps + 2 * len(places)
+
+
+def test_the_placement_bound_refuses_a_share_outside_0_to_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bound_main(["--accuracy", "1,1.5"])
+    assert "every share must be from 0 to 1" in capsys.readouterr().err
