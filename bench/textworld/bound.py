@@ -80,7 +80,8 @@ def choose(
     room = str(view.context["room"])
     acts = [act_of(c) for c in view.options]
     inventory = view.context["inventory"]
-    held = {t for t in advice if isinstance(inventory, list) and t in inventory and t not in placed}
+    carried = set(inventory) if isinstance(inventory, list) else set()
+    held = {t for t in advice if t in carried and t not in placed}
     steps = (
         [a for a in acts if a[0] == "put" and advice.get(a[1]) == a[2]],
         [a for a in acts if a[0] == "take" and a[1] in advice and a[1] not in placed],
