@@ -5,7 +5,9 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
 1. Only calls that fit the generalized patterns count against the preference
    (:func:`~actors.engine.generalize.fits_pattern`): a click on a made-up ``#id`` is no failure
    of ``click(selector="[type=submit]")``, and ``set_encoding("utf-8")`` working is no success
-   of ``set_encoding("utf-16")``.
+   of ``set_encoding("utf-16")``. Nor does a failure the same tool recovered from later in the
+   same trajectory and situation (:func:`not_recovered`): the snapshot it failed in is the one
+   it then worked in, so no condition can explain it; it counts only towards ``retry``.
 2. A condition is learned only where the preference *flips*: ``a`` failed somewhere, or ``b``
    succeeded somewhere. If neither, the template has no condition, however the contexts of
    ``a``'s successes and ``b``'s failures differ. If only ``a`` flipped, the condition separates
@@ -179,10 +181,15 @@ def _distil_pair(
     (:mod:`actors.engine.disjunction`) gives one template per alternative.
     """
     good_ok = succeeded[good]
-    bad_fail = [o for b in bads for o in failed.get(b, [])]
+    # A failure the same tool recovered from later in the same trajectory and situation happened
+    # in the very snapshot it then worked in: no condition can explain it, so it is no evidence
+    # of where either tool is right (a busy server, not the rule). It only says a retry pays.
+    bad_fail = [o for b in bads for o in not_recovered(failed.get(b, []), succeeded.get(b, []))]
     # Only calls that fit the generalized pattern count against it: a click on a made-up id is
     # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
-    good_fail = _fitting(failed.get(good, []), good_ok)
+    fitting = _fitting(failed.get(good, []), good_ok)
+    good_fail = not_recovered(fitting, good_ok)
+    transient = [o for o in fitting if o not in good_fail]
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
     learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
     if cheaper and learned is not None and not any(holds_all(p, o.features) for p in learned[0] for o in bad_ok):
@@ -204,6 +211,7 @@ def _distil_pair(
             strength=strength,
             rule=alternatives if len(alternatives) > 1 else (),
             good_fail=good_fail,
+            transient=transient,
             bad_ok=bad_ok,
             cheaper=cheaper,
             dearer=dearer,
@@ -223,18 +231,25 @@ def _distil_alternative(
     strength: float,
     rule: Sequence[tuple[Predicate, ...]],
     good_fail: list[Observation],
+    transient: list[Observation],
     bad_ok: list[Observation],
     cheaper: CostGap | None,
     dearer: CostGap | None,
 ) -> Finding | None:
-    """The template for one alternative of the condition (``rule``: all of them, when several)."""
+    """The template for one alternative of the condition (``rule``: all of them, when several).
+
+    ``transient``: failures of ``good`` it recovered from in the same situation; they weigh
+    nothing against it and count only towards the retry mark.
+    """
     decoy = all(b not in succeeded for b in bads)
     good_ok = succeeded[good]
     recommended = [o for o in good_ok if holds_all(predicates, o.features)]
     inside = {b: [o for o in failed.get(b, []) if holds_all(predicates, o.features)] for b in bads}
     costlier = [o for b in bads for o in succeeded.get(b, []) if holds_all(predicates, o.features)] if cheaper else []
     counter = [o for o in good_fail + ([] if cheaper else bad_ok) if holds_all(predicates, o.features)]
-    unexplained = [o for o in good_fail if holds_all(predicates, o.features)]
+    unexplained = sorted(
+        (o for o in good_fail + transient if holds_all(predicates, o.features)), key=Observation.sort_key
+    )
     # The decoy that failed most often is the one to name; ties go alphabetically.
     ranked = sorted((b for b in bads if inside[b]), key=lambda b: (-len(inside[b]), b))
     if not recommended or not (ranked or costlier):
@@ -283,11 +298,7 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
     failures: dict[Place, list[int]] = {}
     for o in failed:
         failures.setdefault(_place(o), []).append(o.node.seq)
-    last_success: dict[Place, int] = {}
-    for o in worked:
-        place = _place(o)
-        if place in failures:
-            last_success[place] = max(last_success.get(place, -1), o.node.seq)
+    last_success = _last_success(worked)
     recovered = kept_failing = 0
     for place, seqs in failures.items():
         if last_success.get(place, -1) > min(seqs):
@@ -295,6 +306,21 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
         elif len(seqs) > 1:
             kept_failing += 1
     return recovered >= kept_failing
+
+
+def not_recovered(failed: Sequence[Observation], worked: Sequence[Observation]) -> list[Observation]:
+    """The ``failed`` calls no call in ``worked`` recovered from later in the same trajectory and situation."""
+    last_success = _last_success(worked)
+    return [o for o in failed if last_success.get(_place(o), -1) < o.node.seq]
+
+
+def _last_success(worked: Sequence[Observation]) -> dict[Place, int]:
+    """The sequence number of the last success in each place."""
+    last: dict[Place, int] = {}
+    for o in worked:
+        place = _place(o)
+        last[place] = max(last.get(place, -1), o.node.seq)
+    return last
 
 
 def _place(obs: Observation) -> Place:

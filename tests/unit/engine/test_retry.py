@@ -6,6 +6,7 @@ from typing import Any
 
 from actors.engine import attribute_batch, flatten_context, merge_into_library
 from actors.engine.contrast import Observation
+from actors.engine.evaluation import holds_all
 from actors.engine.model.templates import RETRY_NOTE, ActionPattern, Condition, ExperienceTemplate, Predicate
 from actors.engine.model.trajectories import Trajectory
 from actors.engine.signature import decision_signature, signature_key
@@ -118,3 +119,49 @@ def test_failures_nothing_explains_are_worth_a_retry_unless_repeats_kept_failing
     # ... and where it then worked, the failure was transient.
     recovered = _observation(12, pages[12], True, seq=3, trajectory=first.trajectory)
     assert worth_retrying([*worked, recovered], [first, again])
+
+
+SHIP_ACTIONS = ["ship_ground", "ship_freight"]
+
+
+def _shipping_run(run: int, carrier: str, calls: list[tuple[str, bool, str | None]]) -> Trajectory:
+    """A label printed, then the shipping calls in order, each a sibling under it."""
+    b = Builder(role="agent", task_type="ship", task="Ship an order")
+    root = b.add("print_label", context={"goal": "print the label"})
+    context = {"goal": "ship the order", "carrier": carrier, "order": f"ord_{run:04d}"}
+    for action, ok, summary in calls:
+        status = "success" if ok else "failure"
+        b.add(action, SHIP_ACTIONS, parent=root, status=status, context=context, summary=summary)
+    return b.build("success")
+
+
+def test_a_failure_the_same_call_recovered_from_is_no_evidence_against_where_its_rule_holds() -> None:
+    """Ground works for three carriers, freight for the fourth. The one run with carrier `kiva`
+    met a busy server: ground failed, freight failed (the rule), ground worked. The snapshot of
+    ground's failure is the one it then worked in, so no condition can explain it: `kiva` belongs
+    with the carriers ground works for, and the failure only says a retry pays."""
+    wrong = "E410 not a freight carrier"
+    runs = [
+        _shipping_run(0, "dalo", [("ship_ground", True, None)]),
+        _shipping_run(1, "dalo", [("ship_freight", False, wrong), ("ship_ground", True, None)]),
+        _shipping_run(2, "mure", [("ship_ground", True, None)]),
+        _shipping_run(3, "mure", [("ship_freight", False, wrong), ("ship_ground", True, None)]),
+        _shipping_run(
+            4,
+            "kiva",
+            [("ship_ground", False, "503 busy"), ("ship_freight", False, wrong), ("ship_ground", True, None)],
+        ),
+        _shipping_run(5, "tofa", [("ship_ground", False, "E411 oversize"), ("ship_freight", True, None)]),
+        _shipping_run(6, "tofa", [("ship_freight", True, None)]),
+    ]
+    ground = [
+        t
+        for r in attribute_batch(runs)
+        for t in r.templates
+        if t.recommended.tool == "ship_ground" and t.avoid is not None and t.avoid.tool == "ship_freight"
+    ]
+    assert ground, "no template prefers ground over freight"
+    for template in ground:
+        assert holds_all(template.condition.predicates, flatten_context({"carrier": "kiva"})), template.render()
+        assert not holds_all(template.condition.predicates, flatten_context({"carrier": "tofa"})), template.render()
+        assert template.retry
