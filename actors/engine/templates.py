@@ -352,7 +352,8 @@ def _condition(
     flipped, it separates where that one failed from where it worked. When both did, it is the
     conjunction of the two (where the avoided action fails, and where the recommended one
     works: the second predicate, an edge case), judged on all the runs together; when that is
-    too imprecise, one rule (or alternatives) learned on all the runs together.
+    too imprecise, or the two tools split one feature between them, one rule (or alternatives)
+    learned on all the runs together.
     """
     if not good_fail and not bad_ok:
         return ((),), 1.0
@@ -398,6 +399,13 @@ def _halves(
         [o.features for o in good_ok], [o.features for o in good_fail], max_tests=1, population=population
     )
     if where_bad_fails is None or where_good_works is None:
+        return None
+    one_feature = {p.feature for p in where_bad_fails.predicates} == {p.feature for p in where_good_works.predicates}
+    if one_feature and not any(holds_all(where_bad_fails.predicates, o.features) for o in good_fail):
+        # Two tools that split one feature between them (neither failed where the other does):
+        # one rule, found on the runs together. The half where the avoided tool failed would put
+        # its bound midway across a gap the recommended tool's successes fill (it worked at 61,
+        # the other failed up to 19 and worked from 80: the bound is not 49).
         return None
     # Both halves may test one feature ({a, b, c} and {a, b}): keep only what separates something.
     runs = [o.features for o in good_ok + bad_fail + good_fail + bad_ok]

@@ -149,7 +149,7 @@ def _slot_chances(rule: Rule, seen: Seen, values: Mapping[str, JsonValue]) -> li
     both = [(v[second.name], _slot(rule, v)) for v, _ in seen if v[first.name] is True]
     value = values[second.name]
     if second.kind == "number":
-        # Slot 0 when above the cut: P(slot 0) is P(cut < value), slot 1 above the cut's count.
+        # Slot 0 lies above the cut: counted as cuts below the value, slot 0 is 1 and slot 1 is 0.
         points = [(float(x), 1 - slot) for x, slot in both]  # type: ignore[arg-type]
         above = _slots_by_number(rule, second, points, float(value))[1]  # type: ignore[arg-type]
         return [above, 1 - above]

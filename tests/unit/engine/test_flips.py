@@ -140,3 +140,27 @@ def test_when_both_actions_flip_the_condition_joins_where_one_fails_and_the_othe
     count = next(t for t in _templates(runs) if t.recommended.tool == "verify_count")
     assert count.condition.predicates[0] == Predicate(feature="row_count", op="<=", value=250)
     assert count.condition.predicates[1:] == (Predicate(feature="target_dedups", op="==", value=False),)
+
+
+def _pick_run(run: int, vive: int, calls: list[tuple[str, bool]]) -> Trajectory:
+    b = Builder(task_type="pick")
+    root = b.add("open_case", context={"goal": "open the case"})
+    ctx = {"goal": "pick the handler", "vive": vive, "case": f"case_{run:03d}"}
+    for action, ok in calls:
+        b.add(action, ["handle_low", "handle_high"], parent=root, status="success" if ok else "failure", context=ctx)
+    return b.build("success")
+
+
+def test_two_tools_that_split_one_feature_get_one_bound_from_all_their_runs() -> None:
+    """`handle_low` works up to 61 and failed from 83; `handle_high` failed up to 19 and works from 80.
+    Neither failed where the other does, so the two split the feature: the bound sits between 61
+    and 80, not midway between 19 and 80 where `handle_high` alone would put it."""
+    low, high = ("handle_low", True), ("handle_high", True)
+    runs = [_pick_run(i, v, [low]) for i, v in enumerate((20, 61, 33, 11, 13))]
+    runs += [_pick_run(10 + i, v, [("handle_high", False), low]) for i, v in enumerate((16, 19))]
+    runs += [_pick_run(20 + i, v, [("handle_low", False), high]) for i, v in enumerate((93, 83))]
+    runs += [_pick_run(30 + i, v, [high]) for i, v in enumerate((95, 80))]
+    prefer_low = [t for t in _templates(runs) if t.recommended.tool == "handle_low"]
+    assert prefer_low
+    for template in prefer_low:
+        assert template.condition.predicates == (Predicate(feature="vive", op="<=", value=70),), template.render()
