@@ -6,7 +6,7 @@ For every ordered pair of different actions ``(a, b)`` where ``a`` succeeded and
    (:func:`~actors.engine.generalize.fits_pattern`): a click on a made-up ``#id`` is no failure
    of ``click(selector="[type=submit]")``, and ``set_encoding("utf-8")`` working is no success
    of ``set_encoding("utf-16")``. Nor does a failure the same tool recovered from later in the
-   same trajectory and situation (:func:`not_recovered`): the snapshot it failed in is the one
+   same trajectory and situation (:func:`split_recovered`): the snapshot it failed in is the one
    it then worked in, so no condition can explain it; it counts only towards ``retry``.
 2. A condition is learned only where the preference *flips*: ``a`` failed somewhere, or ``b``
    succeeded somewhere. If neither, the template has no condition, however the contexts of
@@ -184,12 +184,10 @@ def _distil_pair(
     # A failure the same tool recovered from later in the same trajectory and situation happened
     # in the very snapshot it then worked in: no condition can explain it, so it is no evidence
     # of where either tool is right (a busy server, not the rule). It only says a retry pays.
-    bad_fail = [o for b in bads for o in not_recovered(failed.get(b, []), succeeded.get(b, []))]
+    bad_fail = [o for b in bads for o in split_recovered(failed.get(b, []), succeeded.get(b, []))[0]]
     # Only calls that fit the generalized pattern count against it: a click on a made-up id is
     # no failure of click("[type=submit]"), set_encoding("utf-8") no success of set_encoding("utf-16").
-    fitting = _fitting(failed.get(good, []), good_ok)
-    good_fail = not_recovered(fitting, good_ok)
-    transient = [o for o in fitting if o not in good_fail]
+    good_fail, transient = split_recovered(_fitting(failed.get(good, []), good_ok), good_ok)
     bad_ok = [o for b in bads for o in _fitting(succeeded.get(b, []), failed.get(b, []))]
     learned = _condition(good_ok, bad_fail, good_fail, [] if cheaper else bad_ok, population)
     if cheaper and learned is not None and not any(holds_all(p, o.features) for p in learned[0] for o in bad_ok):
@@ -308,10 +306,17 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
     return recovered >= kept_failing
 
 
-def not_recovered(failed: Sequence[Observation], worked: Sequence[Observation]) -> list[Observation]:
-    """The ``failed`` calls no call in ``worked`` recovered from later in the same trajectory and situation."""
+def split_recovered(
+    failed: Sequence[Observation], worked: Sequence[Observation]
+) -> tuple[list[Observation], list[Observation]]:
+    """The ``failed`` calls no call in ``worked`` recovered from later in the same trajectory and
+    situation, and those one did."""
     last_success = _last_success(worked)
-    return [o for o in failed if last_success.get(_place(o), -1) < o.node.seq]
+    kept: list[Observation] = []
+    recovered: list[Observation] = []
+    for o in failed:
+        (recovered if last_success.get(_place(o), -1) > o.node.seq else kept).append(o)
+    return kept, recovered
 
 
 def _last_success(worked: Sequence[Observation]) -> dict[Place, int]:
