@@ -46,8 +46,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.procedural.generated import GeneratedEpisode, generated_class
-from bench.procedural.generated.report import TIE, GeneratedResults, RunConfig, Spread, spread
-from bench.procedural.generated.spec import Feature, Rule, Stage
+from bench.procedural.generated.report import TIE, GeneratedResults, RunConfig, Spread, featured, spread
+from bench.procedural.generated.spec import Feature, Rule, Stage, Tool
 from bench.procedural.generated.values import quantile
 from bench.procedural.generated_run import add_run_arguments, bench_config, run_config
 from cluster.core.types import Frozen
@@ -181,7 +181,7 @@ def tries(stage: Stage, chances: Mapping[str, float]) -> tuple[list[str], int]:
     The count is the one that makes the expected steps least (all of them when no tool works
     everywhere). Tools equally likely keep the stage's order; :func:`steps_to` averages over theirs.
     """
-    fallback = next((t for t in stage.tools if t.always_works), None)
+    fallback = _fallback(stage)
     cheap = sorted((t for t in chances if fallback is None or t != fallback.name), key=lambda t: -chances[t])
     if fallback is None:
         return cheap, len(cheap)
@@ -196,14 +196,21 @@ def tries(stage: Stage, chances: Mapping[str, float]) -> tuple[list[str], int]:
     return cheap, count
 
 
-def steps_to(stage: Stage, chances: Mapping[str, float], target: str) -> tuple[float, float]:
+def _fallback(stage: Stage) -> Tool | None:
+    return next((t for t in stage.tools if t.always_works), None)
+
+
+def steps_to(
+    stage: Stage, chances: Mapping[str, float], plan: tuple[list[str], int], target: str
+) -> tuple[float, float]:
     """Steps to the call that works when the rule picks ``target``, and whether the first call works.
 
-    Both are averaged over the orders of tools the learner finds equally likely: it cannot tell
-    them apart, so it is charged their average, not the luckiest order.
+    ``plan`` is :func:`tries`' answer for ``chances``. Both figures are averaged over the orders
+    of tools the learner finds equally likely: it cannot tell them apart, so it is charged their
+    average, not the luckiest order.
     """
-    order, count = tries(stage, chances)
-    fallback = next((t for t in stage.tools if t.always_works), None)
+    order, count = plan
+    fallback = _fallback(stage)
     groups = [list(g) for _, g in itertools.groupby(order, key=lambda t: chances[t])]
     steps = first = 0.0
     orders = list(itertools.product(*(itertools.permutations(g) for g in groups)))
@@ -247,11 +254,11 @@ def play(episode: GeneratedEpisode, seen: Mapping[str, Seen], *, own_calls: bool
         values = episode.values[key]
         target = stage.rule.target(values)
         chances = posterior(stage.rule, local.get(stage.key, []), values)
-        cost, hit = steps_to(stage, chances, target)
+        order, count = plan = tries(stage, chances)
+        cost, hit = steps_to(stage, chances, plan, target)
         steps += cost + episode.spec.noise
         first += hit * (1 - episode.spec.noise)
         decisions += 1
-        order, count = tries(stage, chances)
         if not own_calls or target in order[:count] or (count == len(order) and target not in order):
             local.setdefault(stage.key, []).append((values, target))
             learned.append((stage.key, dict(values), target))
@@ -322,7 +329,7 @@ def print_gaps(results: GeneratedResults, ideal: Mapping[str, float], console: C
                 f"{sum(g <= 0.10 for g in gaps) / len(gaps):.0%}",
             )
     console.print(table)
-    condition = "hindsight" if "hindsight" in results.config.conditions else results.config.conditions[0]
+    condition = featured(results.config)
     shapes = {f: generated_class(f).spec.shapes for f in ideal}
     widest = sorted((f for f in ideal if (f, condition) in cells), key=lambda f: ideal[f] - cells[f, condition])
     table = Table(title=f"Widest gaps: {condition} against the ideal learner")

@@ -197,11 +197,16 @@ def _compare(index: Index, shapes: Mapping[str, tuple[Shape, ...]], round_: int)
     )
 
 
+def featured(config: RunConfig) -> Condition:
+    """The condition a run's family tables follow: hindsight when it ran, else the first."""
+    return "hindsight" if "hindsight" in config.conditions else config.conditions[0]
+
+
 def _worst(
     config: RunConfig, index: Index, shapes: Mapping[str, tuple[Shape, ...]]
 ) -> tuple[tuple[WorstFamily, ...], tuple[ShapeShare, ...]]:
     """Hindsight's worst tenth on the last round (or the first condition's, without hindsight)."""
-    condition: Condition = "hindsight" if "hindsight" in config.conditions else config.conditions[0]
+    condition = featured(config)
     last = config.rounds
     scored = [(index[f, condition, last].ratio, f) for f in shapes if (f, condition, last) in index]
     if not scored:

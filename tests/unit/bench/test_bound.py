@@ -76,20 +76,24 @@ def test_a_seen_category_is_known_and_an_unseen_one_leans_to_an_action_without_a
     assert posterior(rule, seen, {name: third})[rule.actions[1]] == pytest.approx(1.0)
 
 
+def _steps(stage: Stage, chances: dict[str, float], target: str) -> tuple[float, float]:
+    return steps_to(stage, chances, tries(stage, chances), target)
+
+
 def test_it_tries_the_likeliest_first_and_falls_back_when_that_is_cheaper() -> None:
     cheap = (Tool(name="a"), Tool(name="b"))
     plain = Stage(key="d1", name="s", goal="g", tools=cheap)
-    assert steps_to(plain, {"a": 0.2, "b": 0.8}, "b") == (1.0, 1.0)
-    assert steps_to(plain, {"a": 0.2, "b": 0.8}, "a") == (2.0, 0.0)
+    assert _steps(plain, {"a": 0.2, "b": 0.8}, "b") == (1.0, 1.0)
+    assert _steps(plain, {"a": 0.2, "b": 0.8}, "a") == (2.0, 0.0)
     # Equally likely: charged the average of both orders, not the lucky one.
-    assert steps_to(plain, {"a": 0.5, "b": 0.5}, "a") == (1.5, 0.5)
+    assert _steps(plain, {"a": 0.5, "b": 0.5}, "a") == (1.5, 0.5)
     paired = Stage(key="d1", name="s", goal="g", tools=(*cheap, Tool(name="c", cost=2, always_works=True)))
     # Trying a and b expects 1 + 0.7 + 0.4 x 2 = 2.5 steps; the fallback at once 2, and it always works.
     assert tries(paired, {"a": 0.3, "b": 0.3, "c": 0.4}) == (["a", "b"], 0)
-    assert steps_to(paired, {"a": 0.3, "b": 0.3, "c": 0.4}, "a") == (2.0, 1.0)
+    assert _steps(paired, {"a": 0.3, "b": 0.3, "c": 0.4}, "a") == (2.0, 1.0)
     # Likely enough, a cheap tool goes first; where it fails the fallback follows.
     assert tries(paired, {"a": 0.8, "b": 0.1, "c": 0.1}) == (["a", "b"], 1)
-    assert steps_to(paired, {"a": 0.8, "b": 0.1, "c": 0.1}, "b") == (3.0, 0.0)
+    assert _steps(paired, {"a": 0.8, "b": 0.1, "c": 0.1}, "b") == (3.0, 0.0)
 
 
 def test_more_rounds_leave_the_ideal_learner_nearer_the_oracle(capsys: pytest.CaptureFixture[str]) -> None:
