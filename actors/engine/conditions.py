@@ -69,7 +69,7 @@ from actors.engine.evaluation import (
 from actors.engine.features import Features, Scalar
 from actors.engine.generalize import string_kind
 from actors.engine.model.templates import Predicate
-from cluster.core.types import Frozen
+from cluster.core.types import Frozen, is_name
 
 MAX_CATEGORY_CHARS = 64
 SEEDS = 12
@@ -188,7 +188,8 @@ def _evidence(
 ) -> _Evidence:
     runs = (*positive, *negative)
     n_pos = len(positive)
-    features = tuple(sorted({k for f in runs for k in f}))
+    # A feature whose path cannot name a predicate (too long, a NUL byte) cannot be a test.
+    features = tuple(sorted(k for k in {k for f in runs for k in f} if is_name(k)))
     if isinstance(population, Population):
         categories = population.categories
     else:

@@ -31,9 +31,16 @@ def no_nul(value: Any) -> Any:
     return value
 
 
+MAX_NAME_CHARS = 200
+
 Text = Annotated[str, AfterValidator(no_nul)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_nul)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(no_nul)]
 JsonObject = Annotated[dict[str, JsonValue], AfterValidator(no_nul)]
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` passes as a :data:`Name` (checked without building a model)."""
+    return 0 < len(text) <= MAX_NAME_CHARS and "\x00" not in text
 
 
 _NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")

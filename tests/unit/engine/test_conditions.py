@@ -36,6 +36,25 @@ def test_threshold_can_point_down() -> None:
     assert 2.0 <= learned.predicates[0].value < 9.0  # type: ignore[operator]
 
 
+def test_a_feature_path_too_long_to_name_a_predicate_is_left_out_and_the_rest_still_learn() -> None:
+    # Dotted paths grow with nesting; one past a name's length limit used to stop the whole learn.
+    long_path = "deep." * 50 + "n"
+    positive = [{long_path: v, "n": v} for v in (1, 2, 3)]
+    negative = [{long_path: v, "n": v} for v in (10, 11)]
+    learned = learn_condition(positive, negative)
+    assert learned is not None
+    assert [p.feature for p in learned.predicates] == ["n"]
+    assert learn_condition([{long_path: 1}, {long_path: 2}], [{long_path: 9}]) is None
+
+
+def test_candidate_predicates_equal_validated_ones() -> None:
+    learned = learn_condition([{"r": "eu"}, {"r": "uk"}, {"r": "eu"}, {"r": "uk"}], [{"r": "us"}, {"r": "jp"}])
+    assert learned is not None
+    (predicate,) = learned.predicates
+    assert predicate == Predicate.model_validate(predicate.model_dump())
+    assert hash(predicate) == hash(Predicate.model_validate(predicate.model_dump()))
+
+
 def test_categorical_feature_separates_by_equality() -> None:
     learned = learn_condition(
         [{"enc": "utf-8"}, {"enc": "utf-8"}, {"enc": "utf-8"}], [{"enc": "latin-1"}, {"enc": "cp1252"}]
