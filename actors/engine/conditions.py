@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from actors.engine.evaluation import (
     _MISSING,
@@ -68,7 +68,7 @@ from actors.engine.evaluation import (
 )
 from actors.engine.features import Features, Scalar
 from actors.engine.generalize import string_kind
-from actors.engine.model.templates import Predicate
+from actors.engine.model.templates import Operator, Predicate, render_predicate
 from cluster.core.types import Frozen, is_name
 
 MAX_CATEGORY_CHARS = 64
@@ -112,15 +112,26 @@ class LearnedCondition(Frozen):
 # --- learning ---------------------------------------------------------------------------------
 
 
+_Term = tuple[str, Operator, JsonValue]
+"""A predicate's parts: thousands of candidate tests are made per trajectory and few are kept, so
+a test's predicates are built only once it wins (:func:`_predicates`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Test:
     """One test on one feature and the evidence runs it covers (bit i = run i)."""
 
     feature: str
-    predicates: tuple[Predicate, ...]
+    terms: tuple[_Term, ...]
     values: int
     numeric: bool
     mask: int
+
+
+def _predicates(test: _Test) -> tuple[Predicate, ...]:
+    # Valid by construction (the feature was checked once in _evidence; the values are numbers or
+    # the runs' own scalars), so not validated again.
+    return tuple(Predicate.model_construct(feature=f, op=op, value=v) for f, op, v in test.terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +261,8 @@ def _numeric_tests(ev: _Evidence, feature: str, present: list[tuple[int, float]]
     everything = acc | by_value[values[0]]
     cuts = [_threshold(low, high) for low, high in itertools.pairwise(values)]
     for k, t in enumerate(cuts):
-        yield _Test(feature, (Predicate(feature=feature, op=">", value=t),), 1, True, above[k])
-        yield _Test(feature, (Predicate(feature=feature, op="<=", value=t),), 1, True, everything & ~above[k])
+        yield _Test(feature, ((feature, ">", t),), 1, True, above[k])
+        yield _Test(feature, ((feature, "<=", t),), 1, True, everything & ~above[k])
     # Bands end at class boundaries: moving an end past a run of one class only adds errors.
     kinds = [_class_of(ev, by_value[v]) for v in values]
     boundaries = [k for k in range(len(cuts)) if not (kinds[k] == kinds[k + 1] != "mixed")]
@@ -262,9 +273,7 @@ def _numeric_tests(ev: _Evidence, feature: str, present: list[tuple[int, float]]
         pairs = _best_band(ev, values, by_value, cuts)
     for lo, hi in pairs:
         mask = above[lo] & ~above[hi]
-        low = Predicate(feature=feature, op=">", value=cuts[lo])
-        high = Predicate(feature=feature, op="<=", value=cuts[hi])
-        yield _Test(feature, (low, high), 2, True, mask)
+        yield _Test(feature, ((feature, ">", cuts[lo]), (feature, "<=", cuts[hi])), 2, True, mask)
 
 
 def _class_of(ev: _Evidence, mask: int) -> str:
@@ -304,11 +313,8 @@ def _categorical_tests(ev: _Evidence, feature: str, present: list[tuple[int, Sca
     for key in chosen:
         mask |= by_key[key]
     values = [_from_category_key(k) for k in chosen]
-    if len(values) == 1:
-        predicate = Predicate(feature=feature, op="==", value=values[0])
-    else:
-        predicate = Predicate(feature=feature, op="in", value=list(values))
-    yield _Test(feature, (predicate,), len(values), False, mask)
+    term: _Term = (feature, "==", values[0]) if len(values) == 1 else (feature, "in", list(values))
+    yield _Test(feature, (term,), len(values), False, mask)
 
 
 def _names_one_thing(feature: str, values: Counter[Scalar]) -> bool:
@@ -362,7 +368,7 @@ def _rank(ev: _Evidence, tests: Sequence[_Test], mask: int) -> tuple[object, ...
         sum(t.numeric for t in tests),
         -pos,
         tuple(sorted(t.feature for t in tests)),
-        tuple(sorted(p.render() for t in tests for p in t.predicates)),
+        tuple(sorted(render_predicate(*term) for t in tests for term in t.terms)),
     )
 
 
@@ -437,10 +443,10 @@ def learn_condition(
         # The test that separates more on its own comes first and the refinement after, so
         # caveats read the refinement as the edge case. (A second test's mask only spans the
         # runs its seed covered, so judge each test on all runs here.)
-        tests = tuple(sorted(tests, key=lambda t: _errors(ev, _mask_of(ev, t.predicates))))
+        tests = tuple(sorted(tests, key=lambda t: _errors(ev, _mask_of(ev, _predicates(t)))))
     # A band learned on the seed's runs may have an end the seed already implies: drop it.
     return LearnedCondition(
-        predicates=simplify([p for t in tests for p in t.predicates], ev.runs),
+        predicates=simplify([p for t in tests for p in _predicates(t)], ev.runs),
         covered_positive=pos,
         covered_negative=neg,
         total_positive=ev.n_pos,

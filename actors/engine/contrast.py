@@ -31,6 +31,9 @@ from actors.engine.model.trajectories import Node, Trajectory
 from actors.engine.signature import DecisionSignature, decision_signature, signature_key
 from cluster.core.types import Frozen
 
+Place = tuple[uuid.UUID, tuple[tuple[str, Scalar], ...]]
+"""One trajectory in one situation (its flattened snapshot): where a repeated call is a retry."""
+
 OUTCOME_THRESHOLD = 0.1
 PAIRS_PER_CHOICE = 3
 
@@ -60,6 +63,11 @@ class Observation:
     features: dict[str, Scalar] = field(repr=False)
     in_batch: bool
     cost: Cost = field(default_factory=Cost, repr=False)
+    place: Place = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Read for every pair of tools at a decision (recovered failures, the population): built once.
+        object.__setattr__(self, "place", (self.trajectory.trajectory_id, tuple(sorted(self.features.items()))))
 
     @property
     def action(self) -> str:

@@ -139,10 +139,9 @@ def leaf_counts(tree: TreeIndex, paths: Sequence[LabelledPath]) -> dict[uuid.UUI
     on its way to: such a failure is that later choice's, not this one's.
     """
     by_leaf = {p.leaf_id: p.label for p in paths}
-    pos: dict[uuid.UUID, int] = {}
-    neg: dict[uuid.UUID, int] = {}
-    par: dict[uuid.UUID, int] = {}
-    unblamed: dict[uuid.UUID, int] = {}  # negative leaves with no failed decision below this node
+    # One entry per node, (positive, negative, partial, unblamed negative): a node id is hashed
+    # once per lookup, and there are four counts to read for every child.
+    below: dict[uuid.UUID, tuple[int, int, int, int]] = {}
     for nid in reversed(tree.order):
         label = by_leaf.get(nid)
         p = int(label is PathLabel.POSITIVE)
@@ -150,13 +149,18 @@ def leaf_counts(tree: TreeIndex, paths: Sequence[LabelledPath]) -> dict[uuid.UUI
         z = int(label is PathLabel.PARTIAL)
         free = n
         for child in tree.children[nid]:
-            if child in pos:
-                p += pos[child]
-                n += neg[child]
-                z += par[child]
-                free += 0 if _failed_decision(tree.by_id[child]) else unblamed[child]
-        pos[nid], neg[nid], par[nid], unblamed[nid] = p, n, z, free
-    return {nid: LeafCounts(pos[nid], neg[nid], par[nid], neg[nid] - unblamed[nid]) for nid in tree.order}
+            counts = below.get(child)
+            if counts is not None:
+                p += counts[0]
+                n += counts[1]
+                z += counts[2]
+                free += 0 if _failed_decision(tree.by_id[child]) else counts[3]
+        below[nid] = (p, n, z, free)
+    out: dict[uuid.UUID, LeafCounts] = {}
+    for nid in tree.order:
+        p, n, z, free = below[nid]
+        out[nid] = LeafCounts(p, n, z, n - free)
+    return out
 
 
 def _failed_decision(node: Node) -> bool:

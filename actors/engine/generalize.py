@@ -85,18 +85,23 @@ Sample = tuple[Mapping[str, JsonValue], Mapping[str, JsonValue]]
 """One evidence run: ``(action_params, context_snapshot)``."""
 
 
-def generalize_params(samples: Sequence[Sample]) -> dict[str, JsonValue]:
+def generalize_params(
+    samples: Sequence[Sample], flat_contexts: Sequence[Mapping[str, object]] | None = None
+) -> dict[str, JsonValue]:
     """Generalize the parameters of several runs of one tool into a single pattern.
 
     Args:
         samples: ``(params, context)`` of each evidence run, in a fixed order.
+        flat_contexts: Each sample's context already flattened (:func:`flatten_context`), when
+            the caller has it; flattened here otherwise.
 
     Returns:
         A parameter mapping with placeholders where the runs differ or carry run-specific values.
     """
     if not samples:
         return {}
-    flat_contexts = [flatten_context(ctx) for _, ctx in samples]
+    if flat_contexts is None:
+        flat_contexts = [flatten_context(ctx) for _, ctx in samples]
     return _mapping([p for p, _ in samples], samples, flat_contexts)
 
 

@@ -65,7 +65,7 @@ from pydantic import JsonValue
 
 from actors.engine.conditions import as_population, learn_condition, simplify
 from actors.engine.confidence import confidence_of, evidence_belief
-from actors.engine.contrast import Contrast, Observation, pair_contrasts
+from actors.engine.contrast import Contrast, Observation, Place, pair_contrasts
 from actors.engine.cost import CostGap, compare_costs
 from actors.engine.disjunction import learn_disjunction, render_alternatives
 from actors.engine.evaluation import holds, holds_all, is_number
@@ -89,8 +89,6 @@ CHEAPER_WHERE = "where "
 """Prefix of the caveat saying the avoided tool is cheaper wherever it works."""
 DECOYS = "*decoys*"
 TEMPLATE_NAMESPACE = uuid.UUID("6f1c2a8e-58a4-4a57-9d0e-3c1b8f0a9e21")
-Place = tuple[uuid.UUID, tuple[tuple[str, object], ...]]
-"""One trajectory in one situation (its flattened snapshot): where a repeated call is a retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +121,7 @@ def distil_group(group: Sequence[Observation]) -> list[Finding]:
     # Every situation of this decision point, once: it tells categories (values recur) from ids.
     # Calls retried in one situation share its context; counted per call, an id seen in a
     # situation tried three times would look like a value that recurs.
-    population = as_population(list({_place(o): o.features for o in group}.values()))
+    population = as_population(list({o.place: o.features for o in group}.values()))
     costs = {action: [o.cost for o in runs] for action, runs in succeeded.items()}
     for good in sorted(succeeded):
         for bad in sorted(succeeded):
@@ -295,7 +293,7 @@ def worth_retrying(worked: Sequence[Observation], failed: Sequence[Observation])
         return False
     failures: dict[Place, list[int]] = {}
     for o in failed:
-        failures.setdefault(_place(o), []).append(o.node.seq)
+        failures.setdefault(o.place, []).append(o.node.seq)
     last_success = _last_success(worked)
     recovered = kept_failing = 0
     for place, seqs in failures.items():
@@ -315,7 +313,7 @@ def split_recovered(
     kept: list[Observation] = []
     recovered: list[Observation] = []
     for o in failed:
-        (recovered if last_success.get(_place(o), -1) > o.node.seq else kept).append(o)
+        (recovered if last_success.get(o.place, -1) > o.node.seq else kept).append(o)
     return kept, recovered
 
 
@@ -323,13 +321,9 @@ def _last_success(worked: Sequence[Observation]) -> dict[Place, int]:
     """The sequence number of the last success in each place."""
     last: dict[Place, int] = {}
     for o in worked:
-        place = _place(o)
+        place = o.place
         last[place] = max(last.get(place, -1), o.node.seq)
     return last
-
-
-def _place(obs: Observation) -> Place:
-    return obs.trajectory.trajectory_id, tuple(sorted(obs.features.items()))
 
 
 def _fitting(calls: Sequence[Observation], pattern_of: Sequence[Observation]) -> list[Observation]:
@@ -581,7 +575,9 @@ def _prov(obs: Observation, kind: EvidenceKind) -> Provenance:
 
 
 def _pattern(observations: Sequence[Observation]) -> dict[str, JsonValue]:
-    return generalize_params([(o.node.action_params, o.node.context_snapshot) for o in observations])
+    return generalize_params(
+        [(o.node.action_params, o.node.context_snapshot) for o in observations], [o.features for o in observations]
+    )
 
 
 def _latest(observations: Sequence[Observation]) -> datetime:

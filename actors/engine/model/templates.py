@@ -53,9 +53,14 @@ class Predicate(Frozen):
         return hash((self.feature, self.op, json.dumps(self.value, sort_keys=True)))
 
     def render(self) -> str:
-        if self.op == "in" and isinstance(self.value, list):
-            return f"{self.feature} in {{{', '.join(_render_scalar(v) for v in self.value)}}}"
-        return f"{self.feature} {self.op} {_render_scalar(self.value)}"
+        return render_predicate(self.feature, self.op, self.value)
+
+
+def render_predicate(feature: str, op: str, value: JsonValue) -> str:
+    """A predicate as text (:meth:`Predicate.render`), from its parts."""
+    if op == "in" and isinstance(value, list):
+        return f"{feature} in {{{', '.join(_render_scalar(v) for v in value)}}}"
+    return f"{feature} {op} {_render_scalar(value)}"
 
 
 def _render_scalar(value: JsonValue) -> str:
