@@ -18,7 +18,8 @@ the shortest condition a person would write. Its building blocks are *tests*, ea
   separates anything and means nothing. A run is a situation: calls retried in one situation
   count once. Nor is a feature whose values are mostly ids, dates,
   times, URLs, paths or free text (:data:`POINT_KINDS`): they name one thing or moment, so a
-  set of them only memorises the runs it was learned on.
+  set of them only memorises the runs it was learned on. A feature whose path cannot name a
+  predicate (over 200 characters, a NUL byte) is never tested.
 
 A condition is a conjunction of at most ``max_tests`` tests (default 2) on distinct features.
 Its *errors* are the negatives it covers plus the positives it leaves out. The rule, exactly:
